@@ -1,0 +1,181 @@
+/**
+ * Where things live in the bucket, relative to its prefix. Every path the
+ * cluster writes is built here, so two modules can never disagree on one.
+ *
+ * Names are percent-encoded (`encodeURIComponent`), so a `/` inside an actor's
+ * name cannot reach into another actor's keys.
+ *
+ * @module
+ */
+
+/** Prefix of every node's heartbeat, which is also its lease. */
+export const NODES_PREFIX = "nodes/";
+/** Prefix of the actors' ownership records. */
+export const OWNERS_PREFIX = "owners/";
+/** Prefix of the actors' replicated databases. */
+export const ACTORS_PREFIX = "actors/";
+/** Prefix of the pending alarms, ordered by due time. */
+export const ALARMS_PREFIX = "alarms/";
+/** Prefix of the deployed apps. */
+export const APPS_PREFIX = "apps/";
+/** Prefix of the start-up probe's throwaway objects. */
+export const PROBE_PREFIX = "probe/";
+/** The random secret that signs calls between nodes. */
+export const CLUSTER_SECRET_KEY = "cluster/secret";
+
+/** Digits of a due time in an alarm key: ms since the epoch, zero-padded so keys sort by time. */
+const DUE_DIGITS = 15;
+
+/**
+ * One path segment: percent-encoded, never empty, `.` or `..`.
+ *
+ * @example
+ * ```ts
+ * import { segment } from "./keys.ts";
+ * segment("a/b"); // "a%2Fb"
+ * ```
+ */
+export function segment(value: string): string {
+  if (value === "" || value === "." || value === "..") {
+    throw new TypeError(`not a valid name in a bucket key: ${JSON.stringify(value)}`);
+  }
+  return encodeURIComponent(value);
+}
+
+/**
+ * The heartbeat (and lease) of a node: `nodes/<id>`.
+ *
+ * @example
+ * ```ts
+ * import { nodeKey } from "./keys.ts";
+ * nodeKey("a"); // "nodes/a"
+ * ```
+ */
+export function nodeKey(nodeId: string): string {
+  return NODES_PREFIX + segment(nodeId);
+}
+
+/** An actor: the tenant, the class and the name that identify it. */
+export interface ActorId {
+  /** The tenant that owns the app. */
+  tenant: string;
+  /** The actor's class. */
+  class: string;
+  /** The actor's name within its class. */
+  name: string;
+}
+
+function actorPath(actor: ActorId): string {
+  return `${segment(actor.tenant)}/${segment(actor.class)}/${segment(actor.name)}`;
+}
+
+/**
+ * An actor's ownership record: `owners/<tenant>/<class>/<name>`.
+ *
+ * @example
+ * ```ts
+ * import { ownerKey } from "./keys.ts";
+ * ownerKey({ tenant: "acme", class: "room", name: "lobby" }); // "owners/acme/room/lobby"
+ * ```
+ */
+export function ownerKey(actor: ActorId): string {
+  return OWNERS_PREFIX + actorPath(actor);
+}
+
+/**
+ * Everything replicated for one actor: `actors/<tenant>/<class>/<name>/`.
+ *
+ * @example
+ * ```ts
+ * import { actorPrefix } from "./keys.ts";
+ * actorPrefix({ tenant: "acme", class: "room", name: "lobby" }); // "actors/acme/room/lobby/"
+ * ```
+ */
+export function actorPrefix(actor: ActorId): string {
+  return `${ACTORS_PREFIX}${actorPath(actor)}/`;
+}
+
+/**
+ * The actor's uploaded LTX files: `actors/<tenant>/<class>/<name>/wal/`.
+ *
+ * @example
+ * ```ts
+ * import { actorWalPrefix } from "./keys.ts";
+ * actorWalPrefix({ tenant: "acme", class: "room", name: "lobby" }); // "actors/acme/room/lobby/wal/"
+ * ```
+ */
+export function actorWalPrefix(actor: ActorId): string {
+  return `${actorPrefix(actor)}wal/`;
+}
+
+/**
+ * A pending alarm, `alarms/<due>/<tenant>/<class>/<name>`, with the due time
+ * zero-padded so a listing returns the earliest first and `startAfter` can
+ * skip to a time.
+ *
+ * @example
+ * ```ts
+ * import { alarmKey } from "./keys.ts";
+ * alarmKey(1700000000000, { tenant: "acme", class: "room", name: "lobby" });
+ * // "alarms/001700000000000/acme/room/lobby"
+ * ```
+ */
+export function alarmKey(dueMs: number, actor: ActorId): string {
+  return `${alarmDuePrefix(dueMs)}/${actorPath(actor)}`;
+}
+
+/**
+ * The part of alarm keys that a due time sorts by: `alarms/<due>`. Listing
+ * from `ALARMS_PREFIX` up to this key yields the alarms due by then.
+ *
+ * @example
+ * ```ts
+ * import { alarmDuePrefix } from "./keys.ts";
+ * alarmDuePrefix(5); // "alarms/000000000000005"
+ * ```
+ */
+export function alarmDuePrefix(dueMs: number): string {
+  if (!Number.isSafeInteger(dueMs) || dueMs < 0 || String(dueMs).length > DUE_DIGITS) {
+    throw new RangeError(`not a due time for an alarm key: ${dueMs}`);
+  }
+  return ALARMS_PREFIX + String(dueMs).padStart(DUE_DIGITS, "0");
+}
+
+/**
+ * The deployed version of an app: `apps/<tenant>/<app>/current`.
+ *
+ * @example
+ * ```ts
+ * import { appCurrentKey } from "./keys.ts";
+ * appCurrentKey("acme", "shop"); // "apps/acme/shop/current"
+ * ```
+ */
+export function appCurrentKey(tenant: string, app: string): string {
+  return `${appPrefix(tenant, app)}current`;
+}
+
+/**
+ * Everything of one app: `apps/<tenant>/<app>/`.
+ *
+ * @example
+ * ```ts
+ * import { appPrefix } from "./keys.ts";
+ * appPrefix("acme", "shop"); // "apps/acme/shop/"
+ * ```
+ */
+export function appPrefix(tenant: string, app: string): string {
+  return `${APPS_PREFIX}${segment(tenant)}/${segment(app)}/`;
+}
+
+/**
+ * A throwaway object for the start-up probe: `probe/<token>`.
+ *
+ * @example
+ * ```ts
+ * import { probeKey } from "./keys.ts";
+ * probeKey("3f2a"); // "probe/3f2a"
+ * ```
+ */
+export function probeKey(token: string): string {
+  return PROBE_PREFIX + segment(token);
+}
