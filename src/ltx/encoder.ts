@@ -50,16 +50,7 @@ export interface LtxEncodeInput {
   postApplyChecksum: bigint;
 }
 
-/**
- * Completes a header with its defaults.
- *
- * @example
- * ```ts
- * import { fullHeader } from "./encoder.ts";
- * fullHeader({ pageSize: 4096, commit: 1, minTxid: 1n, maxTxid: 1n, timestamp: 0 }).nodeId; // 0n
- * ```
- */
-export function fullHeader(init: LtxHeaderInit): LtxHeader {
+function fullHeader(init: LtxHeaderInit): LtxHeader {
   return {
     flags: 0,
     preApplyChecksum: 0n,
