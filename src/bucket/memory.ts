@@ -9,15 +9,15 @@
  */
 
 import { type Clock, type Random, systemClock } from "../time/clock.ts";
-import {
-  type Bucket,
-  type CallOptions,
-  type DeleteOptions,
-  type ListOptions,
-  type ListPage,
-  type ObjectInfo,
-  type PutOptions,
-  type StoredObject,
+import type {
+  Bucket,
+  CallOptions,
+  DeleteOptions,
+  ListOptions,
+  ListPage,
+  ObjectInfo,
+  PutOptions,
+  StoredObject,
 } from "./bucket.ts";
 import { BucketUnavailable, PreconditionFailed } from "./errors.ts";
 import { pageOf } from "./paging.ts";

@@ -1,0 +1,413 @@
+/**
+ * The {@linkcode Bucket} on an S3-compatible store, through the AWS SDK, with
+ * the client's bounds of the spec's "Replication" section:
+ *
+ * - every request is abandoned after {@linkcode REQUEST_TIMEOUT_MS};
+ * - a read that hears nothing for {@linkcode READ_SILENCE_MS} is resent;
+ * - a 5xx, 429 or 408 answer, or a request that could not be sent, is resent
+ *   ({@linkcode CLIENT_MAX_TRIES} tries, jittered backoff);
+ * - a write (PUT, DELETE) is never resent after a timeout or a broken
+ *   connection: it may have been applied, and the caller decides;
+ * - a 409 ConditionalRequestConflict is resent after a short pause, as S3's
+ *   documentation says ({@linkcode CONFLICT_MAX_TRIES} tries).
+ *
+ * The SDK's own retries are off, so every wait is on the {@linkcode Clock}.
+ *
+ * @module
+ */
+
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+} from "@aws-sdk/client-s3";
+import { type Clock, type Random, systemClock, systemRandom } from "../time/clock.ts";
+import type {
+  Bucket,
+  CallOptions,
+  DeleteOptions,
+  ListOptions,
+  ListPage,
+  ObjectInfo,
+  PutOptions,
+  StoredObject,
+} from "./bucket.ts";
+import {
+  CLIENT_MAX_TRIES,
+  CLIENT_RETRY_BASE_MS,
+  CONFLICT_MAX_TRIES,
+  CONFLICT_RETRY_MS,
+  READ_SILENCE_MS,
+  REQUEST_TIMEOUT_MS,
+} from "./bounds.ts";
+import { BucketRequestError, BucketUnavailable, PreconditionFailed } from "./errors.ts";
+import { pageSize } from "./paging.ts";
+import {
+  type Env,
+  parseS3Url,
+  type S3Location,
+  type S3Settings,
+  s3SettingsFromEnv,
+} from "./s3_config.ts";
+import { deadline, DeadlineExceeded, raceSignal } from "./timers.ts";
+
+/** How an {@linkcode S3Bucket} is built. */
+export interface S3BucketOptions {
+  /** Times every wait; default the system clock. */
+  clock?: Clock;
+  /** Jitters backoffs; default the system's random source. */
+  random?: Random;
+  /** Overrides {@linkcode REQUEST_TIMEOUT_MS} (tests of the bounds only). */
+  requestTimeoutMs?: number;
+  /** Overrides {@linkcode READ_SILENCE_MS} (tests of the bounds only). */
+  readSilenceMs?: number;
+}
+
+/** Error codes of a request that never left this machine: resending it is safe. */
+const NOT_SENT_CODES = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EADDRNOTAVAIL",
+  "ConnectionRefused",
+]);
+
+type Op = "GET" | "HEAD" | "PUT" | "DELETE" | "LIST";
+
+/** What a try learned: a result, or why to try again. */
+type Outcome<T> =
+  | { done: true; value: T }
+  | { done: false; error: unknown; resend: "backoff" | "conflict" | "no" };
+
+/**
+ * A {@linkcode Bucket} on S3 or an S3-compatible store.
+ *
+ * @example Opening the bucket of `s3://wasmkeep-demo/prod` on a local moto
+ * ```ts
+ * import { S3Bucket } from "./s3.ts";
+ * const bucket = S3Bucket.fromUrl("s3://wasmkeep-demo/prod", {
+ *   AWS_ENDPOINT: "http://127.0.0.1:5055", AWS_ALLOW_HTTP: "true",
+ *   AWS_ACCESS_KEY_ID: "test", AWS_SECRET_ACCESS_KEY: "test",
+ * });
+ * await bucket.close();
+ * ```
+ */
+export class S3Bucket implements Bucket {
+  readonly #client: S3Client;
+  readonly #location: S3Location;
+  readonly #clock: Clock;
+  readonly #random: Random;
+  readonly #requestTimeoutMs: number;
+  readonly #readSilenceMs: number;
+
+  /** A bucket at `location`, reached with `settings`. */
+  constructor(location: S3Location, settings: S3Settings, options: S3BucketOptions = {}) {
+    this.#location = location;
+    this.#clock = options.clock ?? systemClock;
+    this.#random = options.random ?? systemRandom;
+    this.#requestTimeoutMs = options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
+    this.#readSilenceMs = options.readSilenceMs ?? READ_SILENCE_MS;
+    this.#client = new S3Client({
+      region: settings.region,
+      endpoint: settings.endpoint,
+      forcePathStyle: settings.endpoint !== undefined,
+      credentials: settings.credentials,
+      maxAttempts: 1,
+      // Checksums by default are refused by some S3-compatible stores; conditions need none.
+      requestChecksumCalculation: "WHEN_REQUIRED",
+      responseChecksumValidation: "WHEN_REQUIRED",
+    });
+  }
+
+  /**
+   * The bucket of `s3://BUCKET[/PREFIX]`, configured from `env`.
+   *
+   * @example
+   * ```ts
+   * import { S3Bucket } from "./s3.ts";
+   * const bucket = S3Bucket.fromUrl("s3://acme-wasmkeep/prod", Deno.env.toObject());
+   * await bucket.close();
+   * ```
+   */
+  static fromUrl(url: string, env: Env, options: S3BucketOptions = {}): S3Bucket {
+    return new S3Bucket(parseS3Url(url), s3SettingsFromEnv(env), options);
+  }
+
+  /** Reads a whole object, or `null`. */
+  get(key: string, options: CallOptions = {}): Promise<StoredObject | null> {
+    return this.#call("GET", key, options.signal, async (signal, silence) => {
+      const out = await this.#client.send(
+        new GetObjectCommand({ Bucket: this.#location.bucket, Key: this.#fullKey(key) }),
+        { abortSignal: signal },
+      );
+      silence.extend();
+      const body = await readBody(
+        out.Body as AsyncIterable<Uint8Array> | undefined,
+        signal,
+        () => silence.extend(),
+      );
+      return { body, etag: out.ETag ?? "", lastModified: out.LastModified?.getTime() ?? 0 };
+    });
+  }
+
+  /** Reads an object's metadata, or `null`. */
+  head(key: string, options: CallOptions = {}): Promise<ObjectInfo | null> {
+    return this.#call("HEAD", key, options.signal, async (signal) => {
+      const out = await this.#client.send(
+        new HeadObjectCommand({ Bucket: this.#location.bucket, Key: this.#fullKey(key) }),
+        { abortSignal: signal },
+      );
+      return {
+        key,
+        etag: out.ETag ?? "",
+        size: out.ContentLength ?? 0,
+        lastModified: out.LastModified?.getTime() ?? 0,
+      };
+    });
+  }
+
+  /** Writes an object with `If-None-Match: *` or `If-Match` as asked. */
+  async put(key: string, body: Uint8Array, options: PutOptions = {}): Promise<{ etag: string }> {
+    const etag = await this.#call("PUT", key, options.signal, async (signal) => {
+      const out = await this.#client.send(
+        new PutObjectCommand({
+          Bucket: this.#location.bucket,
+          Key: this.#fullKey(key),
+          Body: body,
+          ContentLength: body.length,
+          IfNoneMatch: options.ifNoneMatch,
+          IfMatch: options.ifMatch,
+        }),
+        { abortSignal: signal },
+      );
+      return out.ETag ?? "";
+    }, options.ifNoneMatch ? "ifNoneMatch" : "ifMatch");
+    if (etag === null) throw new PreconditionFailed(key, "ifMatch");
+    return { etag };
+  }
+
+  /** Deletes an object; with `ifMatch`, only that version. */
+  async delete(key: string, options: DeleteOptions = {}): Promise<void> {
+    const done = await this.#call("DELETE", key, options.signal, async (signal) => {
+      await this.#client.send(
+        new DeleteObjectCommand({
+          Bucket: this.#location.bucket,
+          Key: this.#fullKey(key),
+          IfMatch: options.ifMatch,
+        }),
+        { abortSignal: signal },
+      );
+      return true;
+    }, "ifMatch");
+    if (done === null && options.ifMatch !== undefined) {
+      throw new PreconditionFailed(key, "ifMatch");
+    }
+  }
+
+  /** Lists one page in lexicographic order (ListObjectsV2). */
+  async list(prefix: string, options: ListOptions = {}): Promise<ListPage> {
+    const base = this.#location.prefix;
+    const page = await this.#call("LIST", prefix, options.signal, async (signal) => {
+      const out = await this.#client.send(
+        new ListObjectsV2Command({
+          Bucket: this.#location.bucket,
+          Prefix: base + prefix,
+          StartAfter: options.startAfter === undefined ? undefined : base + options.startAfter,
+          ContinuationToken: options.continuationToken,
+          MaxKeys: pageSize(options.maxKeys),
+        }),
+        { abortSignal: signal },
+      );
+      return {
+        objects: (out.Contents ?? []).map((o) => ({
+          key: (o.Key ?? "").slice(base.length),
+          etag: o.ETag ?? "",
+          size: o.Size ?? 0,
+          lastModified: o.LastModified?.getTime() ?? 0,
+        })),
+        continuationToken: out.IsTruncated ? out.NextContinuationToken : undefined,
+      };
+    });
+    return page ?? { objects: [] };
+  }
+
+  /** Closes the client's connections. */
+  close(): Promise<void> {
+    this.#client.destroy();
+    return Promise.resolve();
+  }
+
+  #fullKey(key: string): string {
+    return this.#location.prefix + key;
+  }
+
+  /**
+   * Runs `request` with the bounds, resending as the module says. Resolves to
+   * `null` when the store answers 404 for the key.
+   */
+  async #call<T>(
+    op: Op,
+    key: string,
+    signal: AbortSignal | undefined,
+    request: (signal: AbortSignal, silence: { extend(): void }) => Promise<T>,
+    condition: "ifNoneMatch" | "ifMatch" = "ifMatch",
+  ): Promise<T | null> {
+    const write = op === "PUT" || op === "DELETE";
+    let tries = 0, conflicts = 0;
+    let mayHaveApplied = false;
+    while (true) {
+      signal?.throwIfAborted();
+      tries++;
+      const total = deadline(this.#clock, this.#requestTimeoutMs, `${op} ${key}`, signal);
+      const silence = write
+        ? undefined
+        : deadline(this.#clock, this.#readSilenceMs, `${op} ${key}`, total.signal);
+      const outcome: Outcome<T | null> = await request(silence?.signal ?? total.signal, {
+        extend: () => silence?.extend(),
+      }).then(
+        (value) => ({ done: true as const, value }),
+        (error) => classify<T>(error, op, signal),
+      ).finally(() => {
+        silence?.done();
+        total.done();
+      });
+      if (outcome.done) return outcome.value;
+      const error = outcome.error;
+      if (error instanceof PreconditionFailed || isStatus(error, 412)) {
+        throw new PreconditionFailed(key, condition, {
+          maybeOwnWrite: mayHaveApplied,
+          cause: error,
+        });
+      }
+      if (outcome.resend === "conflict" && ++conflicts < CONFLICT_MAX_TRIES) {
+        tries--;
+        await this.#clock.sleep(this.#jitter(CONFLICT_RETRY_MS, conflicts), signal);
+        continue;
+      }
+      // A write answered 5xx may have been applied before the store failed.
+      if (write && statusOf(error) !== undefined && statusOf(error)! >= 500) mayHaveApplied = true;
+      if (outcome.resend === "backoff" && tries < CLIENT_MAX_TRIES) {
+        await this.#clock.sleep(this.#jitter(CLIENT_RETRY_BASE_MS, tries), signal);
+        continue;
+      }
+      throw toBucketError(error, op, this.#fullKey(key), write, mayHaveApplied);
+    }
+  }
+
+  /** Full jitter over an exponential backoff. */
+  #jitter(baseMs: number, attempt: number): number {
+    return this.#random.next() * baseMs * 2 ** (attempt - 1);
+  }
+}
+
+/** Decides what a failed try means; 404 for a key is an answer, not a failure. */
+function classify<T>(error: unknown, op: Op, signal?: AbortSignal): Outcome<T | null> {
+  if (signal?.aborted) throw signal.reason;
+  const status = statusOf(error);
+  const write = op === "PUT" || op === "DELETE";
+  if (status === 404 && !isCode(error, "NoSuchBucket")) return { done: true, value: null };
+  if (status === 409 && isCode(error, "ConditionalRequestConflict")) {
+    return { done: false, error, resend: "conflict" };
+  }
+  if (status !== undefined) {
+    const transient = status === 408 || status === 429 || (status >= 500 && status !== 501);
+    return { done: false, error, resend: transient ? "backoff" : "no" };
+  }
+  // No answer: a timeout, a silence, a broken connection, or a request never sent.
+  if (!write || notSent(error)) return { done: false, error, resend: "backoff" };
+  return { done: false, error, resend: "no" };
+}
+
+function toBucketError(
+  error: unknown,
+  op: Op,
+  key: string,
+  write: boolean,
+  mayHaveApplied: boolean,
+): Error {
+  const status = statusOf(error);
+  const transient = status === undefined || status === 408 || status === 429 ||
+    (status >= 500 && status !== 501);
+  const what = `${op} ${key}`;
+  if (!transient) {
+    const code = codeOf(error);
+    return new BucketRequestError(`${what}: ${status} ${code ?? ""} ${messageOf(error)}`.trim(), {
+      status,
+      code,
+      cause: error,
+    });
+  }
+  const ambiguous = write && (mayHaveApplied || (status === undefined && !notSent(error)));
+  const why = status !== undefined
+    ? `${status} ${codeOf(error) ?? ""}`.trim()
+    : error instanceof DeadlineExceeded
+    ? error.message
+    : `no answer (${messageOf(error)})`;
+  return new BucketUnavailable(`${what}: ${why}`, { ambiguous, status, cause: error });
+}
+
+/** Reads a response body chunk by chunk, so silence between chunks is noticed. */
+async function readBody(
+  body: AsyncIterable<Uint8Array> | undefined,
+  signal: AbortSignal,
+  onChunk: () => void,
+): Promise<Uint8Array> {
+  if (!body) return new Uint8Array();
+  const chunks: Uint8Array[] = [];
+  const iterator = body[Symbol.asyncIterator]();
+  try {
+    while (true) {
+      const next = await raceSignal(iterator.next(), signal);
+      if (next.done) break;
+      chunks.push(next.value);
+      onChunk();
+    }
+  } catch (e) {
+    (body as { destroy?: () => void }).destroy?.();
+    throw e;
+  }
+  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.length;
+  }
+  return out;
+}
+
+function statusOf(error: unknown): number | undefined {
+  const status = (error as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode;
+  return typeof status === "number" ? status : undefined;
+}
+
+function isStatus(error: unknown, status: number): boolean {
+  return statusOf(error) === status;
+}
+
+function codeOf(error: unknown): string | undefined {
+  const e = error as { Code?: string; name?: string } | undefined;
+  return e?.Code ?? e?.name;
+}
+
+function isCode(error: unknown, code: string): boolean {
+  return codeOf(error) === code;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** True when the request provably never reached the store. */
+function notSent(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e && depth < 4; depth++) {
+    const code = (e as { code?: string }).code;
+    if (code && NOT_SENT_CODES.has(code)) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
