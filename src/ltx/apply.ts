@@ -93,9 +93,14 @@ class FileStore implements PageStore {
   }
 }
 
-// SQLite stores the page size at offset 16 of page 1, with 1 meaning 65536.
-function storedPageSize(store: PageStore): number {
+const SQLITE_MAGIC = new TextEncoder().encode("SQLite format 3\0");
+
+// SQLite stores the page size at offset 16 of page 1, with 1 meaning 65536;
+// an image that is not a SQLite database has no page size to compare.
+function storedPageSize(store: PageStore): number | undefined {
+  if (store.pageCount === 0) return undefined;
   const page1 = store.read(1);
+  if (!SQLITE_MAGIC.every((b, i) => page1[i] === b)) return undefined;
   const raw = (page1[16] << 8) | page1[17];
   return raw === 1 ? 65536 : raw;
 }
@@ -128,8 +133,9 @@ function applyOne(store: PageStore, file: LtxFile, at: LtxPosition | undefined):
     if (header.minTxid > at.txid + 1n || header.maxTxid <= at.txid) {
       throw new LtxError(`${where} does not follow TXID ${at.txid}`);
     }
-    if (store.pageCount > 0 && storedPageSize(store) !== header.pageSize) {
-      throw new LtxError(`${where} has page size ${header.pageSize}, the database another`);
+    const stored = storedPageSize(store);
+    if (stored !== undefined && stored !== header.pageSize) {
+      throw new LtxError(`${where} has page size ${header.pageSize}, the database ${stored}`);
     }
     checksum = at.checksum;
     if (checksum === undefined && tracked) {

@@ -145,9 +145,10 @@ export function decodeLtx(bytes: Uint8Array): LtxFile {
     if (postApplyChecksum !== 0n) throw new LtxError("post-apply checksum not allowed");
   } else if ((postApplyChecksum & CHECKSUM_FLAG) === 0n) {
     throw new LtxError("post-apply checksum required, with its top bit set");
-  } else if (snapshot && postApplyChecksum !== checksum) {
+  } else if (snapshot && postApplyChecksum !== (CHECKSUM_FLAG | checksum)) {
     throw new LtxError(
-      `post-apply checksum mismatch: trailer ${hex(postApplyChecksum)}, pages ${hex(checksum)}`,
+      `post-apply checksum mismatch: trailer ${hex(postApplyChecksum)}, ` +
+        `pages ${hex(CHECKSUM_FLAG | checksum)}`,
     );
   }
   return { header, pages, postApplyChecksum, fileChecksum };
