@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { Crc64 } from "../../src/ltx/crc64.ts";
 import {
   applyLtx,
   CHECKSUM_FLAG,
@@ -258,4 +259,58 @@ Deno.test("page checksums include the page number", () => {
   assert.notEqual(pageChecksum(1, data), pageChecksum(2, data));
   assert.equal(databaseChecksum(new Uint8Array(0), PAGE), CHECKSUM_FLAG);
   assert.throws(() => databaseChecksum(new Uint8Array(PAGE + 1), PAGE), /not a multiple/);
+});
+
+// Recomputes the file checksum the way the encoder does (headers and sizes,
+// uncompressed pages, then everything up to the trailer's last 8 bytes), so a
+// test can reach the checks that come after it.
+function resign(bytes: Uint8Array, pages: LtxPage[]): void {
+  const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const hash = new Crc64().update(bytes.subarray(0, 100));
+  let pos = 100;
+  for (const p of pages) {
+    hash.update(bytes.subarray(pos, pos + 10)).update(p.data);
+    pos += 10 + v.getUint32(pos + 6);
+  }
+  hash.update(bytes.subarray(pos, bytes.length - 8));
+  v.setBigUint64(bytes.length - 8, CHECKSUM_FLAG | hash.digest());
+}
+
+Deno.test("a page index that disagrees with the frames is refused despite a valid checksum", () => {
+  const bytes = snapshotBytes();
+  const v = new DataView(bytes.buffer);
+  const indexStart = bytes.length - 24 - Number(v.getBigUint64(bytes.length - 24));
+  // The entry for page 1 is [1, 100, size]: claim one byte more.
+  assert.deepEqual([...bytes.subarray(indexStart, indexStart + 2)], [1, 100]);
+  assert.ok(bytes[indexStart + 2] < 127);
+  bytes[indexStart + 2] += 1;
+  resign(bytes, base);
+  assert.throws(() => decodeLtx(bytes), /page index entry for page 1 .* does not match its frame/);
+});
+
+Deno.test("bytes between the index and the trailer are refused despite a valid checksum", () => {
+  const bytes = snapshotBytes();
+  const padded = new Uint8Array(bytes.length + 3);
+  padded.set(bytes.subarray(0, bytes.length - 16));
+  padded.set(bytes.subarray(bytes.length - 16), bytes.length - 13);
+  resign(padded, base);
+  assert.throws(() => decodeLtx(padded), /3 unexpected bytes before the trailer/);
+});
+
+Deno.test("growing without writing every new page counts the gap as zero pages", () => {
+  const snapshot = decodeLtx(snapshotBytes());
+  const grown = [...base, { pgno: 4, data: new Uint8Array(PAGE) }, page(5, 5)];
+  const file = decodeLtx(encodeLtx({
+    header: {
+      pageSize: PAGE,
+      commit: 5,
+      minTxid: 2n,
+      maxTxid: 2n,
+      timestamp: 0,
+      preApplyChecksum: snapshot.postApplyChecksum,
+    },
+    pages: [page(5, 5)],
+    postApplyChecksum: databaseChecksum(image(grown), PAGE),
+  }));
+  assert.deepEqual(applyLtx(new Uint8Array(0), [snapshot, file]).db, image(grown));
 });
