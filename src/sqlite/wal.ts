@@ -134,7 +134,9 @@ export function readWalHeader(bytes: Uint8Array): WalHeader {
  * fails its checksum. Frames after the last commit frame are left for a later
  * read. Pages beyond a commit's database size are dropped: the commit
  * truncated them away. Throws {@linkcode WalError} if the header is invalid or
- * `fromOffset` is not a frame boundary.
+ * `fromOffset` is not a frame boundary within the file. Before resuming, compare
+ * {@linkcode readWalHeader}'s salts with the earlier read's: new salts mean
+ * SQLite restarted the WAL, and reading starts over at the header's end.
  *
  * @example
  * ```ts
@@ -149,11 +151,11 @@ export function readWalCommits(bytes: Uint8Array, fromOffset = WAL_HEADER_SIZE):
   const header = readWalHeader(bytes);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const frameSize = WAL_FRAME_HEADER_SIZE + header.pageSize;
-  if (
-    fromOffset < WAL_HEADER_SIZE || (fromOffset - WAL_HEADER_SIZE) % frameSize !== 0 ||
-    fromOffset > bytes.length
-  ) {
+  if (fromOffset < WAL_HEADER_SIZE || (fromOffset - WAL_HEADER_SIZE) % frameSize !== 0) {
     throw new WalError(`offset ${fromOffset} is not a frame boundary of this wal`);
+  }
+  if (fromOffset > bytes.length) {
+    throw new WalError(`offset ${fromOffset} is past the end of the wal (${bytes.length} bytes)`);
   }
   const salted = (frame: number) =>
     view.getUint32(frame + 8) === header.salt1 && view.getUint32(frame + 12) === header.salt2;

@@ -118,6 +118,7 @@ Deno.test("an unreadable WAL throws a WalError naming the problem", () => {
   wal[0] = 0;
   assert.throws(() => readWalHeader(wal), /invalid wal magic/);
   assert.throws(() => readWalCommits(fixture(SAMPLE), 100), /not a frame boundary/);
+  assert.throws(() => readWalCommits(fixture(SAMPLE), 16512 + 4120), /past the end/);
   const bad = fixture(SAMPLE).slice();
   bad[20] ^= 1;
   assert.throws(() => readWalHeader(bad), /wal header checksum mismatch/);
