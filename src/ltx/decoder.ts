@@ -7,11 +7,13 @@
  * @module
  */
 
-import { CHECKSUM_FLAG, lockPgno, pageChecksum } from "./checksum.ts";
+import { CHECKSUM_FLAG, pageChecksum } from "./checksum.ts";
 import { Crc64 } from "./crc64.ts";
 import type { LtxPage } from "./encoder.ts";
 import { LtxError } from "./errors.ts";
 import {
+  checkPageOrder,
+  checkSnapshotEnd,
   decodeHeader,
   hasNoChecksum,
   HEADER_SIZE,
@@ -57,7 +59,6 @@ export function decodeLtx(bytes: Uint8Array): LtxFile {
   const hash = new Crc64().update(bytes.subarray(0, HEADER_SIZE));
   const snapshot = header.minTxid === 1n;
   const tracked = !hasNoChecksum(header);
-  const lock = lockPgno(header.pageSize);
   const bodyEnd = bytes.length - TRAILER_SIZE;
 
   const pages: LtxPage[] = [];
@@ -73,21 +74,12 @@ export function decodeLtx(bytes: Uint8Array): LtxFile {
     pos += PAGE_HEADER_SIZE;
     if (pgno === 0 && flags === 0) break;
     const where = `page ${pgno} at offset ${offset}`;
-    if (pgno === 0) throw new LtxError(`page number required at offset ${offset}`);
-    if ((flags & ~PAGE_FLAG_SIZE) !== 0) {
-      throw new LtxError(`${where}: invalid page header flags 0x${flags.toString(16)}`);
-    }
-    if (pgno > header.commit) {
-      throw new LtxError(`${where}: beyond commit size ${header.commit}`);
-    }
-    if (pgno === lock) throw new LtxError(`${where}: the lock page is never stored`);
-    const prev = pages.length ? pages[pages.length - 1].pgno : 0;
-    if (snapshot ? pgno !== (prev + 1 === lock ? prev + 2 : prev + 1) : pgno <= prev) {
-      throw new LtxError(`${where}: out of order after page ${prev}`);
-    }
-
     let data: Uint8Array;
     try {
+      if ((flags & ~PAGE_FLAG_SIZE) !== 0) {
+        throw new LtxError(`invalid page header flags 0x${flags.toString(16)}`);
+      }
+      checkPageOrder(header, pages.length ? pages[pages.length - 1].pgno : 0, pgno);
       if (flags & PAGE_FLAG_SIZE) {
         if (pos + 4 > bodyEnd) throw new LtxError("size truncated");
         hash.update(bytes.subarray(pos, pos + 4));
@@ -111,13 +103,7 @@ export function decodeLtx(bytes: Uint8Array): LtxFile {
     if (snapshot && tracked) checksum ^= pageChecksum(pgno, data);
   }
 
-  if (snapshot) {
-    const last = pages.length ? pages[pages.length - 1].pgno : 0;
-    const expected = header.commit === lock ? lock - 1 : header.commit;
-    if (last !== expected) {
-      throw new LtxError(`snapshot ends at page ${last}, expected every page to ${expected}`);
-    }
-  }
+  checkSnapshotEnd(header, pages.length ? pages[pages.length - 1].pgno : 0);
 
   const indexStart = pos;
   const index = readPageIndex(bytes.subarray(0, bodyEnd), pos);

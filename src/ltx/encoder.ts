@@ -6,10 +6,12 @@
  * @module
  */
 
-import { CHECKSUM_FLAG, lockPgno } from "./checksum.ts";
+import { CHECKSUM_FLAG } from "./checksum.ts";
 import { Crc64 } from "./crc64.ts";
 import { LtxError } from "./errors.ts";
 import {
+  checkPageOrder,
+  checkSnapshotEnd,
   encodeHeader,
   hasNoChecksum,
   type LtxHeader,
@@ -63,27 +65,6 @@ function fullHeader(init: LtxHeaderInit): LtxHeader {
   };
 }
 
-function checkPageOrder(header: LtxHeader, prev: number, page: LtxPage): void {
-  const { pgno } = page;
-  if (!Number.isInteger(pgno) || pgno < 1) throw new LtxError(`invalid page number ${pgno}`);
-  if (pgno > header.commit) {
-    throw new LtxError(`page number ${pgno} out-of-bounds for commit size ${header.commit}`);
-  }
-  if (page.data.length !== header.pageSize) {
-    throw new LtxError(`page ${pgno} has ${page.data.length} bytes, expected ${header.pageSize}`);
-  }
-  const lock = lockPgno(header.pageSize);
-  if (pgno === lock) throw new LtxError(`cannot encode lock page ${pgno}`);
-  if (header.minTxid === 1n) {
-    const expected = prev + 1 === lock ? prev + 2 : prev + 1;
-    if (pgno !== expected) {
-      throw new LtxError(`snapshot page ${pgno} follows page ${prev}, expected ${expected}`);
-    }
-  } else if (pgno <= prev) {
-    throw new LtxError(`out-of-order page numbers: ${prev},${pgno}`);
-  }
-}
-
 /**
  * Encodes one LTX file. Throws {@linkcode LtxError} if the header or pages
  * break the rules superfly/ltx's encoder enforces (page order, bounds, the
@@ -128,7 +109,12 @@ export function encodeLtx(input: LtxEncodeInput): Uint8Array {
   const index: number[] = [];
   let prev = 0;
   for (const page of input.pages) {
-    checkPageOrder(header, prev, page);
+    checkPageOrder(header, prev, page.pgno);
+    if (page.data.length !== header.pageSize) {
+      throw new LtxError(
+        `page ${page.pgno} has ${page.data.length} bytes, expected ${header.pageSize}`,
+      );
+    }
     const offset = n;
     const packed = compressBlock(page.data);
     const frameHeader = new Uint8Array(PAGE_HEADER_SIZE + 4);
@@ -143,13 +129,7 @@ export function encodeLtx(input: LtxEncodeInput): Uint8Array {
     appendUvarint(index, n - offset);
     prev = page.pgno;
   }
-  if (header.minTxid === 1n) {
-    const lock = lockPgno(header.pageSize);
-    const last = header.commit === lock ? lock - 1 : header.commit;
-    if (prev !== last) {
-      throw new LtxError(`snapshot ends at page ${prev}, expected every page to ${last}`);
-    }
-  }
+  checkSnapshotEnd(header, prev);
   write(new Uint8Array(PAGE_HEADER_SIZE));
 
   appendUvarint(index, 0);

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { CHECKSUM_FLAG } from "./checksum.ts";
+import { CHECKSUM_FLAG, lockPgno } from "./checksum.ts";
 import { LtxError } from "./errors.ts";
 
 /** "LTX1", the magic at the start of every LTX file (all format versions). */
@@ -176,4 +176,53 @@ export function decodeHeader(bytes: Uint8Array): LtxHeader {
     walSalt2: v.getUint32(68),
     nodeId: v.getBigUint64(72),
   };
+}
+
+/**
+ * Throws an {@linkcode LtxError} unless page `pgno` may follow page `prev`
+ * (0 for the first page) in a file with this header: within the commit size,
+ * not the lock page, ascending, and in a snapshot the very next page.
+ *
+ * @example
+ * ```ts
+ * import { checkPageOrder, type LtxHeader } from "./header.ts";
+ * declare const header: LtxHeader;
+ * checkPageOrder(header, 0, 1);
+ * ```
+ */
+export function checkPageOrder(header: LtxHeader, prev: number, pgno: number): void {
+  if (!Number.isInteger(pgno) || pgno < 1) throw new LtxError(`invalid page number ${pgno}`);
+  if (pgno > header.commit) {
+    throw new LtxError(`page number ${pgno} out-of-bounds for commit size ${header.commit}`);
+  }
+  const lock = lockPgno(header.pageSize);
+  if (pgno === lock) throw new LtxError(`lock page ${pgno} is never stored`);
+  if (header.minTxid === 1n) {
+    const expected = prev + 1 === lock ? prev + 2 : prev + 1;
+    if (pgno !== expected) {
+      throw new LtxError(`snapshot page ${pgno} follows page ${prev}, expected ${expected}`);
+    }
+  } else if (pgno <= prev) {
+    throw new LtxError(`out-of-order page numbers: ${prev},${pgno}`);
+  }
+}
+
+/**
+ * Throws an {@linkcode LtxError} if a snapshot's last page `last` (0 if none)
+ * leaves out pages up to the commit size; other files may end anywhere.
+ *
+ * @example
+ * ```ts
+ * import { checkSnapshotEnd, type LtxHeader } from "./header.ts";
+ * declare const header: LtxHeader;
+ * checkSnapshotEnd(header, header.commit);
+ * ```
+ */
+export function checkSnapshotEnd(header: LtxHeader, last: number): void {
+  if (header.minTxid !== 1n) return;
+  const lock = lockPgno(header.pageSize);
+  const expected = header.commit === lock ? lock - 1 : header.commit;
+  if (last !== expected) {
+    throw new LtxError(`snapshot ends at page ${last}, expected every page to ${expected}`);
+  }
 }

@@ -314,3 +314,19 @@ Deno.test("growing without writing every new page counts the gap as zero pages",
   }));
   assert.deepEqual(applyLtx(new Uint8Array(0), [snapshot, file]).db, image(grown));
 });
+
+Deno.test("the decoder applies the encoder's page rules despite a valid checksum", () => {
+  const bytes = snapshotBytes();
+  const v = new DataView(bytes.buffer);
+  const second = 100 + 10 + v.getUint32(106);
+  assert.equal(v.getUint32(second), 2);
+  v.setUint32(second, 3);
+  resign(bytes, base);
+  assert.throws(
+    () => decodeLtx(bytes),
+    /page 3 at offset \d+: snapshot page 3 follows page 1, expected 2/,
+  );
+  v.setUint32(second, 9);
+  resign(bytes, base);
+  assert.throws(() => decodeLtx(bytes), /page number 9 out-of-bounds for commit size 3/);
+});
