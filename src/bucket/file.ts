@@ -214,8 +214,7 @@ export class FileBucket implements Bucket {
     const dirSegments = dirKey.split("/").slice(0, -1);
     if (!dirSegments.every(validSegment)) return { objects: [] };
     const keys: string[] = [];
-    for await (const key of walk(this.#dirPath(dirSegments), dirKey, start)) {
-      if (!key.startsWith(prefix)) continue;
+    for await (const key of walk(this.#dirPath(dirSegments), dirKey, prefix, start)) {
       keys.push(key);
       if (keys.length > size) break;
     }
@@ -307,11 +306,16 @@ export class FileBucket implements Bucket {
 }
 
 /**
- * One directory's keys after `start`, in lexicographic order, and its
- * subdirectories' in place: a file `x.obj` sorts as `x`, a directory `x` as
- * `x/`, which is where all its keys sort.
+ * One directory's keys with `prefix` after `start`, in lexicographic order,
+ * and its subdirectories' in place: a file `x.obj` sorts as `x`, a directory
+ * `x` as `x/`, which is where all its keys sort.
  */
-async function* walk(dir: string, dirKey: string, start: string): AsyncGenerator<string> {
+async function* walk(
+  dir: string,
+  dirKey: string,
+  prefix: string,
+  start: string,
+): AsyncGenerator<string> {
   const entries: { key: string; isDir: boolean; name: string }[] = [];
   try {
     for await (const entry of Deno.readDir(dir)) {
@@ -329,11 +333,13 @@ async function* walk(dir: string, dirKey: string, start: string): AsyncGenerator
   entries.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   for (const entry of entries) {
     if (!entry.isDir) {
-      if (entry.key > start) yield entry.key;
-    } else if (entry.key > start || start.startsWith(entry.key)) {
-      // Otherwise every key under this directory sorts before `start`.
-      yield* walk(`${dir}/${entry.name}`, entry.key, start);
+      if (entry.key > start && entry.key.startsWith(prefix)) yield entry.key;
+      continue;
     }
+    const inPrefix = entry.key.startsWith(prefix) || prefix.startsWith(entry.key);
+    // Otherwise every key under this directory sorts before `start`.
+    const afterStart = entry.key > start || start.startsWith(entry.key);
+    if (inPrefix && afterStart) yield* walk(`${dir}/${entry.name}`, entry.key, prefix, start);
   }
 }
 
