@@ -22,6 +22,7 @@
  * ```
  */
 export class PreconditionFailed extends Error {
+  /** Always `"PreconditionFailed"`, for logs and structured errors. */
   override name = "PreconditionFailed";
   /** The key the condition was about. */
   readonly key: string;
@@ -65,6 +66,7 @@ export class PreconditionFailed extends Error {
  * ```
  */
 export class BucketUnavailable extends Error {
+  /** Always `"BucketUnavailable"`, for logs and structured errors. */
   override name = "BucketUnavailable";
   /** True when a write may have been applied although no answer said so. */
   readonly ambiguous: boolean;
@@ -94,6 +96,7 @@ export class BucketUnavailable extends Error {
  * ```
  */
 export class BucketRequestError extends Error {
+  /** Always `"BucketRequestError"`, for logs and structured errors. */
   override name = "BucketRequestError";
   /** The HTTP status of the refusal. */
   readonly status?: number;

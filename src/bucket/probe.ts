@@ -53,12 +53,12 @@ export interface ProbeOptions {
 }
 
 /** Why a store that accepted the create over an existing object cannot be used. */
-export const CREATE_IGNORED =
+export const CREATE_IGNORED: string =
   "the bucket accepted a create over an existing object (If-None-Match: * ignored): " +
   "it cannot keep two nodes from owning one actor";
 
 /** Why a store that accepted the replace with a stale ETag cannot be used. */
-export const REPLACE_IGNORED =
+export const REPLACE_IGNORED: string =
   "the bucket accepted a replace with a stale ETag (If-Match ignored): " +
   "it cannot keep two nodes from owning one actor";
 
