@@ -1,0 +1,210 @@
+/**
+ * Loading actor components: check that a file is a component targeting the
+ * `wasmkeep:actor/actor` world, transpile it with jco once, and cache the
+ * result under the data directory by content hash.
+ *
+ * @module
+ */
+
+import { transpile } from "@bytecodealliance/jco";
+
+/** The interfaces an actor may import, as jco names them. */
+export const ACTOR_IMPORTS: readonly string[] = [
+  "wasmkeep:actor/storage",
+  "wasmkeep:actor/actors",
+  "wasmkeep:actor/alarms",
+  "wasmkeep:actor/websockets",
+  "wasmkeep:actor/config",
+  "wasmkeep:actor/log",
+];
+
+/** The exports an actor must have, as jco names them. */
+export const ACTOR_EXPORTS: readonly string[] = [
+  "onInit",
+  "onRequest",
+  "onAlarm",
+  "onWebsocketOpen",
+  "onWebsocketMessage",
+  "onWebsocketClose",
+];
+
+/**
+ * Imports and exports that may wait (JSPI): the guest's stack is suspended
+ * while the host awaits, so a durable write or a call does not block the
+ * worker's other actors.
+ */
+const ASYNC_IMPORTS = [
+  "wasmkeep:actor/storage@0.1.0#exec-durable",
+  "wasmkeep:actor/storage@0.1.0#delete-self",
+  "wasmkeep:actor/actors@0.1.0#call",
+];
+const ASYNC_EXPORTS = [
+  "on-init",
+  "on-request",
+  "on-alarm",
+  "on-websocket-open",
+  "on-websocket-message",
+  "on-websocket-close",
+];
+
+/**
+ * Changes whenever the transpile options or the jco version change, so a
+ * cache written by another build is not reused.
+ */
+const TRANSPILE_VERSION = "jco-1.35.0-jspi-1";
+
+/** Largest component file accepted. */
+export const MAX_COMPONENT_BYTES = 64 * 1024 * 1024;
+
+/** A transpiled component, ready to instantiate in an execution worker. */
+export interface LoadedComponent {
+  /** The class name it serves. */
+  className: string;
+  /** The file it came from. */
+  path: string;
+  /** Hex SHA-256 of the component's bytes: its code version. */
+  hash: string;
+  /** jco's instantiation-mode glue, as JavaScript source. */
+  glue: string;
+  /** The core modules the glue asks for, by file name. */
+  coreModules: Record<string, Uint8Array>;
+}
+
+/** Raised when a component is refused; the message names the file and the problem. */
+export class ComponentError extends Error {
+  constructor(path: string, problem: string) {
+    super(`${path}: ${problem}`);
+    this.name = "ComponentError";
+  }
+}
+
+const COMPONENT_VERSION = [0x0d, 0x00, 0x01, 0x00];
+const CORE_VERSION = [0x01, 0x00, 0x00, 0x00];
+
+function headerProblem(bytes: Uint8Array): string | undefined {
+  const magic = bytes.length >= 8 && bytes[0] === 0 && bytes[1] === 0x61 && bytes[2] === 0x73 &&
+    bytes[3] === 0x6d;
+  if (!magic) return "not a WebAssembly file (no \\0asm header)";
+  const version = [...bytes.subarray(4, 8)];
+  if (version.every((b, i) => b === CORE_VERSION[i])) {
+    return "a core WebAssembly module, not a component; make a component of it " +
+      "(jco new, or componentEmbed with wit/wasmkeep.wit then componentNew)";
+  }
+  if (!version.every((b, i) => b === COMPONENT_VERSION[i])) {
+    return `an unsupported WebAssembly version (${version.join(" ")})`;
+  }
+  return undefined;
+}
+
+async function sha256Hex(bytes: Uint8Array): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>);
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+interface CachedManifest {
+  version: string;
+  glue: string;
+  coreModules: string[];
+}
+
+async function readCache(dir: string): Promise<Omit<LoadedComponent, "className" | "path" | "hash"> | undefined> {
+  try {
+    const manifest = JSON.parse(await Deno.readTextFile(`${dir}/manifest.json`)) as CachedManifest;
+    if (manifest.version !== TRANSPILE_VERSION) return undefined;
+    const glue = await Deno.readTextFile(`${dir}/${manifest.glue}`);
+    const coreModules: Record<string, Uint8Array> = {};
+    for (const name of manifest.coreModules) coreModules[name] = await Deno.readFile(`${dir}/${name}`);
+    return { glue, coreModules };
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return undefined;
+    if (error instanceof SyntaxError) return undefined;
+    throw error;
+  }
+}
+
+async function writeCache(dir: string, glue: string, coreModules: Record<string, Uint8Array>) {
+  // Written beside and renamed, so a crash never leaves a half-written
+  // cache entry that a later start would trust.
+  const temp = `${dir}.tmp-${crypto.randomUUID()}`;
+  await Deno.mkdir(temp, { recursive: true });
+  await Deno.writeTextFile(`${temp}/glue.js`, glue);
+  for (const [name, bytes] of Object.entries(coreModules)) await Deno.writeFile(`${temp}/${name}`, bytes);
+  const manifest: CachedManifest = {
+    version: TRANSPILE_VERSION,
+    glue: "glue.js",
+    coreModules: Object.keys(coreModules),
+  };
+  await Deno.writeTextFile(`${temp}/manifest.json`, JSON.stringify(manifest));
+  try {
+    await Deno.rename(temp, dir);
+  } catch {
+    // Another process cached the same component first; theirs is identical.
+    await Deno.remove(temp, { recursive: true });
+  }
+}
+
+/**
+ * Reads, checks and transpiles the component at `path` for class
+ * `className`, using and filling the cache in `cacheDir`.
+ *
+ * @example
+ * ```ts ignore
+ * const counter = await loadComponent("counter", "examples/counter/counter.wasm", ".wasmkeep/cache");
+ * ```
+ */
+export async function loadComponent(
+  className: string,
+  path: string,
+  cacheDir: string,
+): Promise<LoadedComponent> {
+  let bytes: Uint8Array;
+  try {
+    const info = await Deno.stat(path);
+    if (!info.isFile) throw new ComponentError(path, "not a file");
+    if (info.size > MAX_COMPONENT_BYTES) {
+      throw new ComponentError(path, `larger than ${MAX_COMPONENT_BYTES} bytes`);
+    }
+    bytes = await Deno.readFile(path);
+  } catch (error) {
+    if (error instanceof ComponentError) throw error;
+    if (error instanceof Deno.errors.NotFound) throw new ComponentError(path, "no such file");
+    throw new ComponentError(path, `cannot be read: ${(error as Error).message}`);
+  }
+  const problem = headerProblem(bytes);
+  if (problem) throw new ComponentError(path, `is ${problem}`);
+
+  const hash = await sha256Hex(bytes);
+  const dir = `${cacheDir}/${hash}`;
+  const cached = await readCache(dir);
+  if (cached) return { className, path, hash, ...cached };
+
+  let output: Awaited<ReturnType<typeof transpile>>;
+  try {
+    output = await transpile(bytes, {
+      name: "actor",
+      instantiation: { tag: "async" },
+      asyncMode: { tag: "jspi", val: { imports: ASYNC_IMPORTS, exports: ASYNC_EXPORTS } },
+      noTypescript: true,
+    } as unknown as Parameters<typeof transpile>[1]);
+  } catch (error) {
+    throw new ComponentError(path, `is not a valid component: ${String((error as Error).message ?? error)}`);
+  }
+  const exported = new Set(output.exports.map(([name]) => name));
+  const missing = ACTOR_EXPORTS.filter((name) => !exported.has(name));
+  const foreign = output.imports.filter((name) => !ACTOR_IMPORTS.includes(name));
+  if (missing.length > 0 || foreign.length > 0) {
+    const parts = [];
+    if (missing.length > 0) parts.push(`it lacks the exports ${missing.join(", ")}`);
+    if (foreign.length > 0) parts.push(`it imports ${foreign.join(", ")}, which WasmKeep does not provide`);
+    throw new ComponentError(path, `does not target the world wasmkeep:actor/actor: ${parts.join("; ")}`);
+  }
+  const files = output.files as unknown as Record<string, Uint8Array>;
+  const glue = new TextDecoder().decode(files["actor.js"]);
+  const coreModules: Record<string, Uint8Array> = {};
+  for (const [name, content] of Object.entries(files)) {
+    if (name.endsWith(".wasm")) coreModules[name] = content;
+  }
+  await Deno.mkdir(cacheDir, { recursive: true });
+  await writeCache(dir, glue, coreModules);
+  return { className, path, hash, glue, coreModules };
+}

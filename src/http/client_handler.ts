@@ -1,0 +1,136 @@
+/**
+ * The client listener's routes: actor paths, health and readiness.
+ *
+ * @module
+ */
+
+import { type ActorKey, actorNameProblem } from "../actors/key.ts";
+import type { EventOutcome } from "../actors/executor_pool.ts";
+import type { ActorRequest } from "../actors/protocol.ts";
+
+/** The header naming the node that answered. */
+export const NODE_HEADER = "x-wasmkeep-node";
+
+/** What the handler needs from the node. */
+export interface ClientHandlerContext {
+  nodeId: string;
+  tenant: string;
+  /** Largest request body accepted, in bytes. */
+  maxBodyBytes: number;
+  hasClass(name: string): boolean;
+  /** Why the node is not ready, or `undefined` when it is. */
+  notReadyReason(): string | undefined;
+  dispatch(key: ActorKey, request: ActorRequest): Promise<EventOutcome>;
+}
+
+/** A one-line plain-text answer. */
+export function textResponse(
+  status: number,
+  message: string,
+  headers: Record<string, string> = {},
+): Response {
+  return new Response(message + "\n", {
+    status,
+    headers: { "content-type": "text/plain; charset=utf-8", ...headers },
+  });
+}
+
+class BodyTooLarge extends Error {}
+
+async function readBody(request: Request, limit: number): Promise<Uint8Array> {
+  const declared = request.headers.get("content-length");
+  if (declared !== null && Number(declared) > limit) throw new BodyTooLarge();
+  if (!request.body) return new Uint8Array();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of request.body) {
+    size += chunk.byteLength;
+    if (size > limit) throw new BodyTooLarge();
+    chunks.push(chunk);
+  }
+  const body = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    body.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return body;
+}
+
+/**
+ * Creates the handler of the client listener.
+ *
+ * @example
+ * ```ts ignore
+ * Deno.serve(createClientHandler(context));
+ * ```
+ */
+export function createClientHandler(context: ClientHandlerContext): (request: Request) => Promise<Response> {
+  const withNode = (response: Response) => {
+    response.headers.set(NODE_HEADER, context.nodeId);
+    return response;
+  };
+
+  return async (request: Request): Promise<Response> => {
+    const url = new URL(request.url);
+    if (url.pathname === "/_wasmkeep/health") return withNode(textResponse(200, "ok"));
+    if (url.pathname === "/_wasmkeep/ready") {
+      const reason = context.notReadyReason();
+      return withNode(reason ? textResponse(503, `not ready: ${reason}`) : textResponse(200, "ready"));
+    }
+    if (!url.pathname.startsWith("/actor/")) return withNode(textResponse(404, "not found"));
+
+    const [, , rawClass, rawName, ...rest] = url.pathname.split("/");
+    let className: string;
+    let name: string;
+    try {
+      className = decodeURIComponent(rawClass);
+      name = decodeURIComponent(rawName ?? "");
+    } catch {
+      return withNode(textResponse(400, "bad request: the path is not valid percent-encoding"));
+    }
+    if (!context.hasClass(className)) {
+      return withNode(textResponse(404, `no actor class '${className}' on this node`));
+    }
+    const problem = actorNameProblem(name);
+    if (problem) return withNode(textResponse(400, `bad actor name: ${problem}`));
+    if (request.headers.get("upgrade")?.toLowerCase() === "websocket") {
+      return withNode(textResponse(501, "WebSockets to actors are not available in this version yet"));
+    }
+    const reason = context.notReadyReason();
+    if (reason) return withNode(textResponse(503, `not ready: ${reason}`, { "retry-after": "1" }));
+
+    let body: Uint8Array;
+    try {
+      body = await readBody(request, context.maxBodyBytes);
+    } catch (error) {
+      if (error instanceof BodyTooLarge) {
+        return withNode(textResponse(413, `the request body is larger than ${context.maxBodyBytes} bytes`));
+      }
+      return withNode(textResponse(400, "bad request: the body could not be read"));
+    }
+    const outcome = await context.dispatch({ tenant: context.tenant, class: className, name }, {
+      method: request.method,
+      path: rest.length > 0 ? "/" + rest.join("/") : "/",
+      query: url.search.slice(1),
+      headers: [...request.headers],
+      body,
+    });
+    if (outcome.kind === "failed") {
+      const headers: Record<string, string> = outcome.status === 503 ? { "retry-after": "1" } : {};
+      return withNode(textResponse(outcome.status, outcome.message, headers));
+    }
+    const { status, headers, body: responseBody } = outcome.response;
+    const nullBody = status === 204 || status === 304 || request.method === "HEAD";
+    try {
+      return withNode(
+        new Response(nullBody ? null : responseBody as Uint8Array<ArrayBuffer>, {
+          status,
+          headers: new Headers(headers),
+        }),
+      );
+    } catch (error) {
+      return withNode(textResponse(502, `the actor's answer is not valid HTTP: ${(error as Error).message}`));
+    }
+  };
+}

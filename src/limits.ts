@@ -1,0 +1,50 @@
+/**
+ * What the operating system allows this process, and the bounds derived
+ * from it.
+ *
+ * @module
+ */
+
+/** Assumed when the limit cannot be read (the usual Linux default). */
+export const FALLBACK_OPEN_FILE_LIMIT = 1024;
+
+/** Share of the open-file limit given to actor databases; the rest is for sockets and other files. */
+export const DATABASE_SHARE_OF_OPEN_FILES = 0.5;
+
+/** Files one open actor database holds: the database and its `-wal` (exclusive locking, no `-shm`). */
+export const FILES_PER_DATABASE = 2;
+
+/**
+ * The soft limit on open files of this process, read from
+ * `/proc/self/limits`; {@linkcode FALLBACK_OPEN_FILE_LIMIT} elsewhere.
+ *
+ * @example
+ * ```ts
+ * import { openFileLimit } from "./limits.ts";
+ * const limit = openFileLimit(); // 20000 on our machines
+ * ```
+ */
+export function openFileLimit(): number {
+  try {
+    const text = Deno.readTextFileSync("/proc/self/limits");
+    const match = text.match(/^Max open files\s+(\d+|unlimited)/m);
+    if (match && match[1] !== "unlimited") return Number(match[1]);
+    if (match) return 1_048_576;
+  } catch {
+    // Not Linux, or /proc is not mounted.
+  }
+  return FALLBACK_OPEN_FILE_LIMIT;
+}
+
+/**
+ * How many actor databases may be open at once under an open-file limit.
+ *
+ * @example
+ * ```ts
+ * import { maxOpenDatabases } from "./limits.ts";
+ * maxOpenDatabases(20000); // 5000
+ * ```
+ */
+export function maxOpenDatabases(fileLimit: number): number {
+  return Math.max(1, Math.floor(fileLimit * DATABASE_SHARE_OF_OPEN_FILES / FILES_PER_DATABASE));
+}

@@ -1,0 +1,233 @@
+/**
+ * A WasmKeep node on one machine: loads the actor classes, starts the
+ * execution plane, checks the bucket and serves clients over HTTP.
+ *
+ * @module
+ */
+
+import { type Clock, type Random, systemClock, systemRandom } from "./time/clock.ts";
+import { createLogger, type Logger, type LogLevel } from "./log.ts";
+import { loadComponent } from "./actors/component.ts";
+import { ExecutorPool } from "./actors/executor_pool.ts";
+import { ActorHost } from "./actors/actor_host.ts";
+import { DEFAULT_TENANT } from "./actors/key.ts";
+import type { WorkerClass } from "./actors/protocol.ts";
+import { createClientHandler } from "./http/client_handler.ts";
+import { maxOpenDatabases, openFileLimit } from "./limits.ts";
+import { type Bucket, openBucket, probeBucket } from "./bucket/mod.ts";
+
+/** One actor class given to the node. */
+export interface ActorClassOption {
+  className: string;
+  path: string;
+  /** Named values `config.get` returns. */
+  config?: Record<string, string>;
+}
+
+/** Everything a node is started with; defaults in {@linkcode NODE_DEFAULTS}. */
+export interface NodeOptions {
+  nodeId: string;
+  /** Host name and port of the client listener; port 0 picks a free one. */
+  hostname: string;
+  port: number;
+  dataDir: string;
+  actors: ActorClassOption[];
+  /** `s3://BUCKET[/PREFIX]` or `file://PATH`; default `file://<dataDir>/bucket`. */
+  bucketUrl?: string;
+  eventTimeoutMs: number;
+  maxQueuedEvents: number;
+  maxResidentActors: number;
+  idleMs: number;
+  maxBodyBytes: number;
+  /** Execution workers; default one per core. */
+  executors: number;
+  /** How long a clean stop waits for events under way. */
+  stopGraceMs: number;
+  logLevel: LogLevel;
+}
+
+/** The defaults of the optional settings. */
+export const NODE_DEFAULTS = {
+  eventTimeoutMs: 30_000,
+  maxQueuedEvents: 128,
+  maxResidentActors: 10_000,
+  idleMs: 60_000,
+  maxBodyBytes: 1024 * 1024,
+  stopGraceMs: 10_000,
+  logLevel: "info" as LogLevel,
+} as const;
+
+/** Seams for tests and the simulator. */
+export interface NodeDependencies {
+  clock?: Clock;
+  random?: Random;
+  log?: Logger;
+  /** A bucket to use instead of opening `bucketUrl`. */
+  bucket?: Bucket;
+}
+
+/** Raised when the node cannot start; the message says why. */
+export class NodeStartError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "NodeStartError";
+  }
+}
+
+/**
+ * A running node.
+ *
+ * @example
+ * ```ts ignore
+ * const node = await WasmKeepNode.start({ ...options });
+ * console.log(node.url);
+ * await node.stop();
+ * ```
+ */
+export class WasmKeepNode {
+  #ready = false;
+  #stopping: Promise<void> | undefined;
+
+  private constructor(
+    readonly options: NodeOptions,
+    readonly url: string,
+    private readonly server: Deno.HttpServer,
+    private readonly host: ActorHost,
+    private readonly pool: ExecutorPool,
+    private readonly bucket: Bucket,
+    private readonly log: Logger,
+  ) {}
+
+  /** Starts a node; resolves once it listens and its bucket passed the probe. */
+  static async start(options: NodeOptions, deps: NodeDependencies = {}): Promise<WasmKeepNode> {
+    const clock = deps.clock ?? systemClock;
+    const random = deps.random ?? systemRandom;
+    const log = deps.log ?? createLogger({ level: options.logLevel });
+    const dataDir = await Deno.realPath(await ensureDir(options.dataDir));
+
+    const classes: WorkerClass[] = [];
+    for (const actor of options.actors) {
+      const loaded = await loadComponent(actor.className, actor.path, `${dataDir}/cache/components`);
+      classes.push({
+        className: actor.className,
+        hash: loaded.hash,
+        glue: loaded.glue,
+        coreModules: loaded.coreModules,
+        config: actor.config ?? {},
+      });
+      log.info("actor class loaded", { class: actor.className, path: actor.path, version: loaded.hash.slice(0, 16) });
+    }
+
+    const bucketUrl = options.bucketUrl ?? `file://${dataDir}/bucket`;
+    const bucket = deps.bucket ?? openBucket(bucketUrl, { clock, random });
+    const probe = await probeBucket(bucket, {
+      clock,
+      random,
+      log: (level, message) => log[level === "warn" ? "warn" : "info"](message, { bucket: bucketUrl }),
+    });
+    if (!probe.ok) {
+      await bucket.close();
+      throw new NodeStartError(`the bucket ${bucketUrl} failed the start-up probe: ${probe.reason}`);
+    }
+    log.info("bucket passed the conditional-write probe", { bucket: bucketUrl });
+
+    const fileLimit = openFileLimit();
+    let host: ActorHost | undefined;
+    const pool = new ExecutorPool({
+      size: options.executors,
+      dataDir,
+      classes,
+      maxOpenDatabases: maxOpenDatabases(fileLimit),
+      eventTimeoutMs: options.eventTimeoutMs,
+      logLevel: options.logLevel,
+      clock,
+      log,
+      onExecutorReplaced: (index) => host?.executorReplaced(index),
+    });
+    host = new ActorHost(pool, {
+      maxQueuedEvents: options.maxQueuedEvents,
+      maxResidentActors: options.maxResidentActors,
+      idleMs: options.idleMs,
+    }, clock, log);
+
+    const classNames = new Set(classes.map((c) => c.className));
+    let node: WasmKeepNode | undefined;
+    const handler = createClientHandler({
+      nodeId: options.nodeId,
+      tenant: DEFAULT_TENANT,
+      maxBodyBytes: options.maxBodyBytes,
+      hasClass: (name) => classNames.has(name),
+      notReadyReason: () => node ? node.notReadyReason() : "starting",
+      dispatch: (key, request) => host.dispatch(key, request),
+    });
+    const listening = Promise.withResolvers<Deno.NetAddr>();
+    let server: Deno.HttpServer;
+    try {
+      server = Deno.serve({
+        hostname: options.hostname,
+        port: options.port,
+        onListen: (addr) => listening.resolve(addr as Deno.NetAddr),
+        onError: (error) => {
+          log.error("request failed", { error: String(error) });
+          return new Response("internal error\n", { status: 500 });
+        },
+      }, handler);
+    } catch (error) {
+      await pool.close();
+      await bucket.close();
+      throw new NodeStartError(
+        `cannot listen on ${options.hostname}:${options.port} (--listen): ${(error as Error).message}`,
+      );
+    }
+    const addr = await listening.promise;
+    const host6 = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
+    const url = `http://${host6}:${addr.port}`;
+    node = new WasmKeepNode(options, url, server, host, pool, bucket, log);
+    node.#ready = true;
+    log.info("node listening", {
+      node: options.nodeId,
+      url,
+      executors: options.executors,
+      open_file_limit: fileLimit,
+    });
+    return node;
+  }
+
+  /** Why the node is not ready, or `undefined`. */
+  notReadyReason(): string | undefined {
+    if (this.#stopping) return "stopping";
+    return this.#ready ? undefined : "starting";
+  }
+
+  /** Resident actors now. */
+  get residentActors(): number {
+    return this.host.residentCount;
+  }
+
+  /**
+   * Stops cleanly: no new connections, events under way finish (up to
+   * `stopGraceMs`), databases close.
+   */
+  stop(): Promise<void> {
+    this.#stopping ??= (async () => {
+      this.log.info("node stopping", { node: this.options.nodeId, in_flight: this.host.inFlight });
+      const serverDone = this.server.shutdown();
+      const drained = await this.host.drain(this.options.stopGraceMs);
+      if (!drained) this.log.warn("events still under way at the end of the stop grace period");
+      await this.pool.close();
+      await Promise.race([serverDone, new Promise((r) => setTimeout(r, 100))]);
+      await this.bucket.close();
+      this.log.info("node stopped", { node: this.options.nodeId });
+    })();
+    return this.#stopping;
+  }
+}
+
+async function ensureDir(path: string): Promise<string> {
+  try {
+    await Deno.mkdir(path, { recursive: true });
+  } catch (error) {
+    throw new NodeStartError(`cannot create the data directory ${path} (--data-dir): ${(error as Error).message}`);
+  }
+  return path;
+}

@@ -1,0 +1,211 @@
+/**
+ * One actor's SQLite database: opened in WAL mode, statements run with
+ * positional parameters, results in the shapes of the actor interface.
+ *
+ * @module
+ */
+
+import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
+
+/** A SQL value as the actor interface carries it (`storage.value`). */
+export type SqlValue =
+  | { tag: "null" }
+  | { tag: "integer"; val: bigint }
+  | { tag: "real"; val: number }
+  | { tag: "text"; val: string }
+  | { tag: "blob"; val: Uint8Array };
+
+/** What a statement returned (`storage.exec-result`). */
+export interface ExecResult {
+  columns: string[];
+  rows: SqlValue[][];
+  changes: bigint;
+  lastInsertRowid: bigint;
+}
+
+/** Why a statement failed (`storage.sql-error`). */
+export interface SqlError {
+  code: string;
+  message: string;
+}
+
+/** Most rows one statement may return to an actor. */
+export const MAX_RESULT_ROWS = 100_000;
+
+/** Prepared statements kept per open database, least recently used dropped first. */
+export const STATEMENT_CACHE_SIZE = 32;
+
+/** The table WasmKeep keeps its own per-actor facts in; actors must not use it. */
+export const META_TABLE = "_wasmkeep_meta";
+
+// Deno's node:sqlite has setReturnArrays (rows as arrays, cheaper than
+// objects) but its type declarations do not list it yet.
+type ArrayStatement = StatementSync & { setReturnArrays(enabled: boolean): void };
+
+function prepareForActor(db: DatabaseSync, sql: string): StatementSync {
+  const statement = db.prepare(sql) as ArrayStatement;
+  statement.setReadBigInts(true);
+  statement.setReturnArrays(true);
+  return statement;
+}
+
+function toSqlValue(value: unknown): SqlValue {
+  if (value === null || value === undefined) return { tag: "null" };
+  if (typeof value === "bigint") return { tag: "integer", val: value };
+  if (typeof value === "number") return { tag: "real", val: value };
+  if (typeof value === "string") return { tag: "text", val: value };
+  if (value instanceof Uint8Array) return { tag: "blob", val: value };
+  throw new Error(`unexpected SQLite value of type ${typeof value}`);
+}
+
+function toInput(value: SqlValue): SQLInputValue {
+  return value.tag === "null" ? null : value.val;
+}
+
+/** Turns a thrown SQLite error into the interface's error record. */
+export function toSqlError(error: unknown): SqlError {
+  const e = error as { errstr?: string; code?: string; message?: string; errcode?: number };
+  const code = e.errcode !== undefined ? sqliteCodeName(e.errcode) : e.code ?? "SQLITE_ERROR";
+  return { code, message: e.message ?? String(error) };
+}
+
+const PRIMARY_CODES: Record<number, string> = {
+  1: "SQLITE_ERROR",
+  5: "SQLITE_BUSY",
+  6: "SQLITE_LOCKED",
+  7: "SQLITE_NOMEM",
+  8: "SQLITE_READONLY",
+  9: "SQLITE_INTERRUPT",
+  10: "SQLITE_IOERR",
+  11: "SQLITE_CORRUPT",
+  13: "SQLITE_FULL",
+  18: "SQLITE_TOOBIG",
+  19: "SQLITE_CONSTRAINT",
+  20: "SQLITE_MISMATCH",
+  21: "SQLITE_MISUSE",
+  25: "SQLITE_RANGE",
+};
+
+const EXTENDED_CODES: Record<number, string> = {
+  275: "SQLITE_CONSTRAINT_CHECK",
+  787: "SQLITE_CONSTRAINT_FOREIGNKEY",
+  1299: "SQLITE_CONSTRAINT_NOTNULL",
+  1555: "SQLITE_CONSTRAINT_PRIMARYKEY",
+  2067: "SQLITE_CONSTRAINT_UNIQUE",
+};
+
+function sqliteCodeName(code: number): string {
+  return EXTENDED_CODES[code] ?? PRIMARY_CODES[code & 0xff] ?? `SQLITE_${code}`;
+}
+
+/**
+ * An open actor database.
+ *
+ * @example
+ * ```ts ignore
+ * const db = new ActorDatabase("/tmp/alice.db");
+ * db.exec("CREATE TABLE t(x)", []);
+ * db.exec("INSERT INTO t VALUES (?)", [{ tag: "integer", val: 1n }]);
+ * db.close();
+ * ```
+ */
+export class ActorDatabase {
+  readonly #db: DatabaseSync;
+  readonly #statements = new Map<string, StatementSync>();
+  readonly #counters: StatementSync;
+
+  /** Opens (creating if needed) the database at `path`. */
+  constructor(readonly path: string) {
+    this.#db = new DatabaseSync(path);
+    // One connection per actor, and only this process touches the file, so
+    // an exclusive lock lets SQLite keep the WAL index in heap memory: two
+    // open files per database instead of three (db and -wal, no -shm), and
+    // the open-file limit bounds how many databases can be open.
+    this.#db.exec("PRAGMA locking_mode = EXCLUSIVE");
+    this.#db.exec("PRAGMA journal_mode = WAL");
+    // NORMAL survives a process crash; the bucket copy is what survives a
+    // lost machine.
+    this.#db.exec("PRAGMA synchronous = NORMAL");
+    this.#db.exec(`CREATE TABLE IF NOT EXISTS ${META_TABLE} (key TEXT PRIMARY KEY, value TEXT)`);
+    this.#counters = prepareForActor(this.#db, "SELECT total_changes(), changes(), last_insert_rowid()");
+  }
+
+  #prepare(sql: string): StatementSync {
+    let statement = this.#statements.get(sql);
+    if (statement) {
+      this.#statements.delete(sql);
+    } else {
+      statement = prepareForActor(this.#db, sql);
+      if (this.#statements.size === STATEMENT_CACHE_SIZE) {
+        this.#statements.delete(this.#statements.keys().next().value!);
+      }
+    }
+    this.#statements.set(sql, statement);
+    return statement;
+  }
+
+  #counts(): [total: bigint, changes: bigint, rowid: bigint] {
+    return this.#counters.get() as unknown as [bigint, bigint, bigint];
+  }
+
+  /** Runs one statement. Throws what SQLite throws. */
+  exec(sql: string, params: SqlValue[]): ExecResult {
+    const statement = this.#prepare(sql);
+    const columns = statement.columns().map((column) => column.name);
+    const inputs = params.map(toInput);
+    if (columns.length === 0) {
+      const { changes, lastInsertRowid } = statement.run(...inputs);
+      return {
+        columns,
+        rows: [],
+        changes: BigInt(changes),
+        lastInsertRowid: BigInt(lastInsertRowid),
+      };
+    }
+    // changes() still counts the last statement that changed rows, so a
+    // SELECT is told apart by total_changes() not moving.
+    const [totalBefore] = this.#counts();
+    const rows: SqlValue[][] = [];
+    for (const row of statement.iterate(...inputs) as Iterable<unknown[]>) {
+      if (rows.length === MAX_RESULT_ROWS) {
+        throw Object.assign(new Error(`a statement may return at most ${MAX_RESULT_ROWS} rows`), {
+          code: "WASMKEEP_TOO_MANY_ROWS",
+        });
+      }
+      rows.push(row.map(toSqlValue));
+    }
+    const [totalAfter, changes, rowid] = this.#counts();
+    return { columns, rows, changes: totalAfter === totalBefore ? 0n : changes, lastInsertRowid: rowid };
+  }
+
+  /** Whether a transaction is open. */
+  get inTransaction(): boolean {
+    return this.#db.isTransaction;
+  }
+
+  /** Rolls back an open transaction; returns whether there was one. */
+  rollback(): boolean {
+    if (!this.#db.isTransaction) return false;
+    this.#db.exec("ROLLBACK");
+    return true;
+  }
+
+  /** A value of WasmKeep's own per-actor facts. */
+  getMeta(key: string): string | undefined {
+    const row = this.#db.prepare(`SELECT value FROM ${META_TABLE} WHERE key = ?`).get(key);
+    return row ? String(row.value) : undefined;
+  }
+
+  /** Sets a value of WasmKeep's own per-actor facts. */
+  setMeta(key: string, value: string): void {
+    this.#db.prepare(
+      `INSERT INTO ${META_TABLE} (key, value) VALUES (?, ?)
+       ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+    ).run(key, value);
+  }
+
+  /** Closes the database, rolling back an open transaction. */
+  close(): void {
+    if (this.#db.isOpen) this.#db.close();
+  }
+}
