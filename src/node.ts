@@ -10,11 +10,12 @@ import { createLogger, type Logger, type LogLevel } from "./log.ts";
 import { loadComponent } from "./actors/component.ts";
 import { ExecutorPool } from "./actors/executor_pool.ts";
 import { ActorHost } from "./actors/actor_host.ts";
-import { DEFAULT_TENANT } from "./actors/key.ts";
-import type { WorkerClass } from "./actors/protocol.ts";
+import { type ActorKey, DEFAULT_TENANT } from "./actors/key.ts";
+import type { ActorRequest, WorkerClass } from "./actors/protocol.ts";
 import { createClientHandler } from "./http/client_handler.ts";
 import { maxOpenDatabases, openFileLimit } from "./limits.ts";
 import { type Bucket, openBucket, probeBucket } from "./bucket/mod.ts";
+import { MetricsRegistry } from "./metrics/registry.ts";
 
 /** One actor class given to the node. */
 export interface ActorClassOption {
@@ -66,6 +67,9 @@ export interface NodeDependencies {
   bucket?: Bucket;
 }
 
+/** How long a stop waits for the listener's connections after the events are done. */
+export const SERVER_SHUTDOWN_MS = 1000;
+
 /** Raised when the node cannot start; the message says why. */
 export class NodeStartError extends Error {
   constructor(message: string) {
@@ -96,6 +100,7 @@ export class WasmKeepNode {
     private readonly pool: ExecutorPool,
     private readonly bucket: Bucket,
     private readonly log: Logger,
+    private readonly clock: Clock,
   ) {}
 
   /** Starts a node; resolves once it listens and its bucket passed the probe. */
@@ -132,6 +137,7 @@ export class WasmKeepNode {
     log.info("bucket passed the conditional-write probe", { bucket: bucketUrl });
 
     const fileLimit = openFileLimit();
+    const metrics = new MetricsRegistry();
     let host: ActorHost | undefined;
     const pool = new ExecutorPool({
       size: options.executors,
@@ -142,7 +148,10 @@ export class WasmKeepNode {
       logLevel: options.logLevel,
       clock,
       log,
-      onExecutorReplaced: (index) => host?.executorReplaced(index),
+      onExecutorReplaced: (index) => {
+        metrics.counter("wasmkeep_executor_restarts_total", "Execution workers replaced (an event past its limit, or a crash).");
+        host?.executorReplaced(index);
+      },
     });
     host = new ActorHost(pool, {
       maxQueuedEvents: options.maxQueuedEvents,
@@ -151,6 +160,17 @@ export class WasmKeepNode {
     }, clock, log);
 
     const classNames = new Set(classes.map((c) => c.className));
+    metrics.gauge("wasmkeep_resident_actors", "Actors with an instance in memory.", () => host.residentCount);
+    metrics.gauge("wasmkeep_events_in_flight", "Events running or queued.", () => host.inFlight);
+    const dispatch = async (key: ActorKey, request: ActorRequest) => {
+      const outcome = await host.dispatch(key, request);
+      const status = outcome.kind === "response" ? outcome.response.status : outcome.status;
+      metrics.counter("wasmkeep_events_total", "Actor events, by class and HTTP status class.", {
+        class: key.class,
+        status: `${Math.floor(status / 100)}xx`,
+      });
+      return outcome;
+    };
     let node: WasmKeepNode | undefined;
     const handler = createClientHandler({
       nodeId: options.nodeId,
@@ -158,7 +178,8 @@ export class WasmKeepNode {
       maxBodyBytes: options.maxBodyBytes,
       hasClass: (name) => classNames.has(name),
       notReadyReason: () => node ? node.notReadyReason() : "starting",
-      dispatch: (key, request) => host.dispatch(key, request),
+      dispatch,
+      renderMetrics: () => metrics.render(),
     });
     const listening = Promise.withResolvers<Deno.NetAddr>();
     let server: Deno.HttpServer;
@@ -182,7 +203,7 @@ export class WasmKeepNode {
     const addr = await listening.promise;
     const host6 = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
     const url = `http://${host6}:${addr.port}`;
-    node = new WasmKeepNode(options, url, server, host, pool, bucket, log);
+    node = new WasmKeepNode(options, url, server, host, pool, bucket, log, clock);
     node.#ready = true;
     log.info("node listening", {
       node: options.nodeId,
@@ -215,7 +236,8 @@ export class WasmKeepNode {
       const drained = await this.host.drain(this.options.stopGraceMs);
       if (!drained) this.log.warn("events still under way at the end of the stop grace period");
       await this.pool.close();
-      await Promise.race([serverDone, new Promise((r) => setTimeout(r, 100))]);
+      // Connections still open past the grace period are cut, not awaited.
+      await Promise.race([serverDone, this.clock.sleep(SERVER_SHUTDOWN_MS)]);
       await this.bucket.close();
       this.log.info("node stopped", { node: this.options.nodeId });
     })();

@@ -18,14 +18,14 @@ export const ACTOR_IMPORTS: readonly string[] = [
   "wasmkeep:actor/log",
 ];
 
-/** The exports an actor must have, as jco names them. */
-export const ACTOR_EXPORTS: readonly string[] = [
-  "onInit",
-  "onRequest",
-  "onAlarm",
-  "onWebsocketOpen",
-  "onWebsocketMessage",
-  "onWebsocketClose",
+/** The exports an actor must have: WIT name and the name jco gives it. */
+export const ACTOR_EXPORTS: readonly (readonly [wit: string, jco: string])[] = [
+  ["on-init", "onInit"],
+  ["on-request", "onRequest"],
+  ["on-alarm", "onAlarm"],
+  ["on-websocket-open", "onWebsocketOpen"],
+  ["on-websocket-message", "onWebsocketMessage"],
+  ["on-websocket-close", "onWebsocketClose"],
 ];
 
 /**
@@ -38,14 +38,7 @@ const ASYNC_IMPORTS = [
   "wasmkeep:actor/storage@0.1.0#delete-self",
   "wasmkeep:actor/actors@0.1.0#call",
 ];
-const ASYNC_EXPORTS = [
-  "on-init",
-  "on-request",
-  "on-alarm",
-  "on-websocket-open",
-  "on-websocket-message",
-  "on-websocket-close",
-];
+const ASYNC_EXPORTS = ACTOR_EXPORTS.map(([wit]) => wit);
 
 /**
  * Changes whenever the transpile options or the jco version change, so a
@@ -190,7 +183,7 @@ export async function loadComponent(
     throw new ComponentError(path, `is not a valid component: ${String((error as Error).message ?? error)}`);
   }
   const exported = new Set(output.exports.map(([name]) => name));
-  const missing = ACTOR_EXPORTS.filter((name) => !exported.has(name));
+  const missing = ACTOR_EXPORTS.filter(([, jco]) => !exported.has(jco)).map(([wit]) => wit);
   const foreign = output.imports.filter((name) => !ACTOR_IMPORTS.includes(name));
   if (missing.length > 0 || foreign.length > 0) {
     const parts = [];

@@ -29,6 +29,9 @@ import type { StorageWorkerInit } from "../sqlite/storage_worker.ts";
  */
 export const ABANDON_GRACE_MS = 1000;
 
+/** How long closing waits for the workers to close their databases. */
+export const CLOSE_GRACE_MS = 5000;
+
 /** How an event ended. */
 export type EventOutcome =
   | { kind: "response"; response: ActorResponse }
@@ -258,14 +261,22 @@ export class ExecutorPool {
     this.#executors[this.executorOf(actor)].worker.postMessage({ type: "drop", actor } satisfies ToExecutor);
   }
 
-  /** Closes every database and ends the workers. Call once no event is pending. */
+  /**
+   * Closes every database and ends the workers. Call once no event is
+   * pending; a worker still stuck after {@linkcode CLOSE_GRACE_MS} is ended
+   * anyway (the process is about to exit and its files close with it).
+   */
   async close(): Promise<void> {
-    await Promise.all(this.#executors.map((executor) =>
+    const closed = Promise.all(this.#executors.map((executor) =>
       new Promise<void>((resolve) => {
         executor.closed = resolve;
         executor.worker.postMessage({ type: "shutdown" } satisfies ToExecutor);
       })
     ));
+    const controller = new AbortController();
+    const grace = this.#options.clock.sleep(CLOSE_GRACE_MS, controller.signal).catch(() => {});
+    await Promise.race([closed, grace]);
+    controller.abort();
     for (const executor of this.#executors) {
       executor.worker.terminate();
       executor.storage.terminate();

@@ -21,6 +21,8 @@ export interface ClientHandlerContext {
   /** Why the node is not ready, or `undefined` when it is. */
   notReadyReason(): string | undefined;
   dispatch(key: ActorKey, request: ActorRequest): Promise<EventOutcome>;
+  /** The metrics in the Prometheus text format. */
+  renderMetrics(): string;
 }
 
 /** A one-line plain-text answer. */
@@ -77,6 +79,13 @@ export function createClientHandler(context: ClientHandlerContext): (request: Re
     if (url.pathname === "/_wasmkeep/ready") {
       const reason = context.notReadyReason();
       return withNode(reason ? textResponse(503, `not ready: ${reason}`) : textResponse(200, "ready"));
+    }
+    if (url.pathname === "/_wasmkeep/metrics") {
+      return withNode(
+        new Response(context.renderMetrics(), {
+          headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" },
+        }),
+      );
     }
     if (!url.pathname.startsWith("/actor/")) return withNode(textResponse(404, "not found"));
 

@@ -1,0 +1,80 @@
+/**
+ * The `wasmkeep` command line: dispatches to the commands.
+ *
+ * @module
+ */
+
+import { UsageError } from "./args.ts";
+import { SERVE_HELP, serveCommand } from "./serve.ts";
+import { VERSION } from "../src/version.ts";
+import { ComponentError } from "../src/actors/component.ts";
+import { NodeStartError } from "../src/node.ts";
+
+/** The help text of `wasmkeep` itself. */
+export const MAIN_HELP = `WasmKeep ${VERSION}: durable WebAssembly actors, each with its own SQLite database.
+
+Usage: wasmkeep <command> [flags]
+
+Commands:
+  serve      run a node (wasmkeep serve --help)
+  version    print the version
+  help       show this help
+
+Example:
+  wasmkeep serve --actor counter=examples/counter/counter.wasm --listen 127.0.0.1:8080
+  curl -X POST localhost:8080/actor/counter/alice`;
+
+const COMMAND_HELP: Record<string, string> = {
+  serve: SERVE_HELP,
+  version: "Usage: wasmkeep version\n\nPrints the WasmKeep version.",
+};
+
+/**
+ * Runs the CLI with `args` and returns the exit status: 0 on success, 1 when
+ * the command failed, 2 for a usage error.
+ *
+ * @example
+ * ```ts ignore
+ * Deno.exit(await runCli(Deno.args));
+ * ```
+ */
+export async function runCli(args: string[]): Promise<number> {
+  const [command, ...rest] = args;
+  try {
+    switch (command) {
+      case undefined:
+      case "help":
+      case "--help":
+      case "-h":
+        if (rest[0] && COMMAND_HELP[rest[0]]) {
+          console.log(COMMAND_HELP[rest[0]]);
+        } else {
+          console.log(MAIN_HELP);
+        }
+        return 0;
+      case "version":
+      case "--version":
+        if (rest.includes("--help")) {
+          console.log(COMMAND_HELP.version);
+          return 0;
+        }
+        if (rest.length > 0) throw new UsageError(`version takes no arguments, got '${rest[0]}'`);
+        console.log(`wasmkeep ${VERSION}`);
+        return 0;
+      case "serve":
+        return await serveCommand(rest);
+      default:
+        throw new UsageError(`unknown command '${command}' (see wasmkeep --help)`);
+    }
+  } catch (error) {
+    if (error instanceof UsageError) {
+      console.error(`wasmkeep: ${error.message}`);
+      return 2;
+    }
+    if (error instanceof ComponentError || error instanceof NodeStartError) {
+      console.error(`wasmkeep: ${error.message}`);
+      return 1;
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,173 @@
+/**
+ * `wasmkeep serve`: parses its flags and runs a node until SIGTERM or Ctrl-C.
+ *
+ * @module
+ */
+
+import { formatHelp, type FlagSpec, parseArgs, UsageError } from "./args.ts";
+import {
+  type ActorClassOption,
+  NODE_DEFAULTS,
+  type NodeDependencies,
+  type NodeOptions,
+  WasmKeepNode,
+} from "../src/node.ts";
+import { classNameProblem } from "../src/actors/key.ts";
+import { MAX_CONFIG_FILE_BYTES, parseEnvFile } from "../src/config/env_file.ts";
+import type { LogLevel } from "../src/log.ts";
+
+const SERVE_FLAGS: FlagSpec[] = [
+  { name: "actor", kind: "string", multiple: true, value: "CLASS=PATH", description: "serve the actor component at PATH as class CLASS" },
+  { name: "config", kind: "string", multiple: true, value: "CLASS=FILE", description: "NAME=VALUE lines config.get returns to CLASS" },
+  { name: "data-dir", kind: "string", value: "DIR", description: "where actor databases and the component cache live", defaultText: ".wasmkeep" },
+  { name: "listen", kind: "string", value: "ADDR", description: "HOST:PORT of the client listener (port 0: any free port)", defaultText: "127.0.0.1:8080" },
+  { name: "node-id", kind: "string", value: "ID", description: "this node's id, [a-z0-9-]", defaultText: "from the host name" },
+  { name: "bucket", kind: "string", value: "URL", description: "s3://BUCKET[/PREFIX] or file://PATH", defaultText: "file://DATA-DIR/bucket" },
+  { name: "event-timeout-secs", kind: "integer", min: 1, value: "N", description: "wall-clock limit of one event, answered 504", defaultText: "30" },
+  { name: "max-queued-events", kind: "integer", min: 1, value: "N", description: "events one actor may have waiting; more get 503", defaultText: "128" },
+  { name: "max-resident-actors", kind: "integer", min: 1, value: "N", description: "actors in memory at once; least recently used hibernate first", defaultText: "10000" },
+  { name: "idle-secs", kind: "integer", min: 1, value: "N", description: "an actor without events this long hibernates", defaultText: "60" },
+  { name: "max-body-bytes", kind: "integer", min: 0, value: "N", description: "largest request body; larger get 413", defaultText: "1048576" },
+  { name: "executors", kind: "integer", min: 1, value: "N", description: "execution workers", defaultText: "one per core" },
+  { name: "log-level", kind: "string", value: "LEVEL", description: "debug, info, warn or error", defaultText: "info" },
+  { name: "help", kind: "boolean", description: "show this help" },
+];
+
+/** The help text of `wasmkeep serve`. */
+export const SERVE_HELP: string = formatHelp(
+  "wasmkeep serve [STATELESS.wasm] --actor CLASS=PATH... [flags]",
+  "Runs a WasmKeep node: actors at /actor/<class>/<name>, health at /_wasmkeep/health,\n" +
+    "readiness at /_wasmkeep/ready. SIGTERM or Ctrl-C stops it cleanly.",
+  SERVE_FLAGS,
+);
+
+const NODE_ID = /^[a-z0-9][a-z0-9-]{0,62}$/;
+
+function parseListen(value: string): { hostname: string; port: number } {
+  const match = value.match(/^(?:\[([0-9a-fA-F:.]+)\]|([^:\[\]]*)):(\d{1,5})$/);
+  const port = match ? Number(match[3]) : NaN;
+  if (!match || port > 65535) {
+    throw new UsageError(`--listen must be HOST:PORT (e.g. 127.0.0.1:8080 or [::1]:8080), not '${value}'`);
+  }
+  return { hostname: match[1] ?? (match[2] || "0.0.0.0"), port };
+}
+
+function defaultNodeId(): string {
+  const id = Deno.hostname().toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 63);
+  return NODE_ID.test(id) ? id : "node";
+}
+
+function splitClassValue(flag: string, value: string): [string, string] {
+  const eq = value.indexOf("=");
+  if (eq <= 0 || eq === value.length - 1) {
+    throw new UsageError(`--${flag} must be CLASS=${flag === "actor" ? "PATH" : "FILE"}, not '${value}'`);
+  }
+  const className = value.slice(0, eq);
+  const problem = classNameProblem(className);
+  if (problem) throw new UsageError(`--${flag} ${value}: ${problem}`);
+  return [className, value.slice(eq + 1)];
+}
+
+/** Turns `serve`'s arguments into node options. Throws {@linkcode UsageError}. */
+export function serveOptions(args: string[]): NodeOptions | "help" {
+  const { flags, positionals } = parseArgs(args, SERVE_FLAGS, "serve");
+  if (flags.help) return "help";
+  if (positionals.length > 1) {
+    throw new UsageError(`serve takes one stateless component at most, got ${positionals.length} files`);
+  }
+  if (positionals.length === 1) {
+    throw new UsageError(
+      `the stateless component (${positionals[0]}) is not supported by this version yet; serve actors with --actor CLASS=PATH`,
+    );
+  }
+  const actors = new Map<string, ActorClassOption>();
+  for (const value of (flags.actor as string[] | undefined) ?? []) {
+    const [className, path] = splitClassValue("actor", value);
+    if (actors.has(className)) throw new UsageError(`--actor names class '${className}' twice`);
+    actors.set(className, { className, path });
+  }
+  if (actors.size === 0) {
+    throw new UsageError("serve needs at least one actor class: --actor CLASS=PATH (e.g. --actor counter=examples/counter/counter.wasm)");
+  }
+  for (const value of (flags.config as string[] | undefined) ?? []) {
+    const [className, file] = splitClassValue("config", value);
+    const actor = actors.get(className);
+    if (!actor) throw new UsageError(`--config ${value}: no --actor gives class '${className}'`);
+    let text: string;
+    try {
+      if (Deno.statSync(file).size > MAX_CONFIG_FILE_BYTES) {
+        throw new UsageError(`--config ${value}: the file is larger than ${MAX_CONFIG_FILE_BYTES} bytes`);
+      }
+      text = Deno.readTextFileSync(file);
+    } catch (error) {
+      if (error instanceof UsageError) throw error;
+      throw new UsageError(`--config ${value}: cannot read ${file}: ${(error as Error).message}`);
+    }
+    try {
+      actor.config = { ...actor.config, ...parseEnvFile(text) };
+    } catch (error) {
+      throw new UsageError(`--config ${value}: ${file} ${(error as Error).message}`);
+    }
+  }
+  const nodeId = (flags["node-id"] as string | undefined) ?? defaultNodeId();
+  if (!NODE_ID.test(nodeId)) {
+    throw new UsageError(`--node-id must be lower-case letters, digits and '-' (at most 63), not '${nodeId}'`);
+  }
+  const logLevel = (flags["log-level"] as string | undefined) ?? NODE_DEFAULTS.logLevel;
+  if (!["debug", "info", "warn", "error"].includes(logLevel)) {
+    throw new UsageError(`--log-level must be debug, info, warn or error, not '${logLevel}'`);
+  }
+  const bucketUrl = flags.bucket as string | undefined;
+  if (bucketUrl !== undefined && !/^(s3|file):\/\/./.test(bucketUrl)) {
+    throw new UsageError(`--bucket must be s3://BUCKET[/PREFIX] or file://PATH, not '${bucketUrl}'`);
+  }
+  const seconds = (name: string, fallbackMs: number) =>
+    flags[name] === undefined ? fallbackMs : (flags[name] as number) * 1000;
+  return {
+    nodeId,
+    ...parseListen((flags.listen as string | undefined) ?? "127.0.0.1:8080"),
+    dataDir: (flags["data-dir"] as string | undefined) ?? ".wasmkeep",
+    actors: [...actors.values()],
+    bucketUrl,
+    eventTimeoutMs: seconds("event-timeout-secs", NODE_DEFAULTS.eventTimeoutMs),
+    maxQueuedEvents: (flags["max-queued-events"] as number | undefined) ?? NODE_DEFAULTS.maxQueuedEvents,
+    maxResidentActors: (flags["max-resident-actors"] as number | undefined) ??
+      NODE_DEFAULTS.maxResidentActors,
+    idleMs: seconds("idle-secs", NODE_DEFAULTS.idleMs),
+    maxBodyBytes: (flags["max-body-bytes"] as number | undefined) ?? NODE_DEFAULTS.maxBodyBytes,
+    executors: (flags.executors as number | undefined) ?? navigator.hardwareConcurrency,
+    stopGraceMs: NODE_DEFAULTS.stopGraceMs,
+    logLevel: logLevel as LogLevel,
+  };
+}
+
+/**
+ * Runs `wasmkeep serve` until a stop signal; returns the exit status.
+ *
+ * @example
+ * ```ts ignore
+ * Deno.exit(await serveCommand(["--actor", "counter=examples/counter/counter.wasm"]));
+ * ```
+ */
+export async function serveCommand(args: string[], deps: NodeDependencies = {}): Promise<number> {
+  const options = serveOptions(args);
+  if (options === "help") {
+    console.log(SERVE_HELP);
+    return 0;
+  }
+  const node = await WasmKeepNode.start(options, deps);
+  const stopped = Promise.withResolvers<void>();
+  let signals = 0;
+  const onSignal = () => {
+    if (++signals > 1) Deno.exit(130);
+    node.stop().then(stopped.resolve, stopped.reject);
+  };
+  const watched: Deno.Signal[] = Deno.build.os === "windows" ? ["SIGINT"] : ["SIGINT", "SIGTERM"];
+  for (const signal of watched) Deno.addSignalListener(signal, onSignal);
+  try {
+    await stopped.promise;
+  } finally {
+    for (const signal of watched) Deno.removeSignalListener(signal, onSignal);
+  }
+  return 0;
+}
