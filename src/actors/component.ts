@@ -6,7 +6,7 @@
  * @module
  */
 
-import { transpile } from "@bytecodealliance/jco";
+import type { transpile as Transpile } from "@bytecodealliance/jco";
 
 /** The interfaces an actor may import, as jco names them. */
 export const ACTOR_IMPORTS: readonly string[] = [
@@ -171,14 +171,17 @@ export async function loadComponent(
   const cached = await readCache(dir);
   if (cached) return { className, path, hash, ...cached };
 
-  let output: Awaited<ReturnType<typeof transpile>>;
+  // jco is large (it carries wasm-tools), so it is loaded only when a
+  // component is not in the cache yet.
+  const { transpile } = await import("@bytecodealliance/jco");
+  let output: Awaited<ReturnType<typeof Transpile>>;
   try {
     output = await transpile(bytes, {
       name: "actor",
       instantiation: { tag: "async" },
       asyncMode: { tag: "jspi", val: { imports: ASYNC_IMPORTS, exports: ASYNC_EXPORTS } },
       noTypescript: true,
-    } as unknown as Parameters<typeof transpile>[1]);
+    } as unknown as Parameters<typeof Transpile>[1]);
   } catch (error) {
     throw new ComponentError(path, `is not a valid component: ${String((error as Error).message ?? error)}`);
   }

@@ -74,7 +74,8 @@ interface Executor {
   closed?: () => void;
 }
 
-function shardOf(id: string, size: number): number {
+/** The executor index of an actor key string among `size` executors. */
+export function shardOf(id: string, size: number): number {
   // FNV-1a: cheap, and stable across runs so an actor keeps its worker.
   let hash = 0x811c9dc5;
   for (let i = 0; i < id.length; i++) {

@@ -1,0 +1,105 @@
+/**
+ * Runs `wasmkeep serve` as a real process for tests, on a free port, and
+ * stops it with SIGTERM.
+ *
+ * @module
+ */
+
+/** A node process under test. */
+export interface NodeProcess {
+  /** `http://127.0.0.1:PORT` of its client listener. */
+  url: string;
+  /** Everything it wrote to stderr so far. */
+  logs(): string;
+  /** Sends SIGTERM and waits for the exit status. */
+  stop(): Promise<Deno.CommandStatus>;
+  /** Kills it at once (SIGKILL). */
+  kill(): Promise<Deno.CommandStatus>;
+}
+
+/** The repository root, for paths of examples and fixtures. */
+export const ROOT: string = new URL("../../", import.meta.url).pathname;
+
+/** The counter example component. */
+export const COUNTER_WASM: string = `${ROOT}examples/counter/counter.wasm`;
+/** The key-value example component. */
+export const KV_WASM: string = `${ROOT}examples/kv/kv.wasm`;
+/** The host's test component. */
+export const TESTBED_WASM: string = `${ROOT}test/fixtures/components/testbed.wasm`;
+
+const MAIN = `${ROOT}main.ts`;
+const START_TIMEOUT_MS = 30_000;
+
+/** Runs the CLI to completion and returns its status and output. */
+export async function runWasmkeep(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", MAIN, ...args],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const decoder = new TextDecoder();
+  return { code: output.code, stdout: decoder.decode(output.stdout), stderr: decoder.decode(output.stderr) };
+}
+
+/**
+ * Starts `wasmkeep serve ARGS --listen 127.0.0.1:0` and waits until it
+ * listens.
+ *
+ * @example
+ * ```ts ignore
+ * const node = await startNode(["--actor", `counter=${COUNTER_WASM}`, "--data-dir", dir]);
+ * await fetch(`${node.url}/actor/counter/a`, { method: "POST" });
+ * await node.stop();
+ * ```
+ */
+export async function startNode(args: string[]): Promise<NodeProcess> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", MAIN, "serve", "--listen", "127.0.0.1:0", ...args],
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  let text = "";
+  const listening = Promise.withResolvers<string>();
+  const reading = (async () => {
+    const decoder = new TextDecoder();
+    for await (const chunk of child.stderr) {
+      text += decoder.decode(chunk, { stream: true });
+      const match = text.match(/node listening .*url=(http:\/\/\S+)/);
+      if (match) listening.resolve(match[1]);
+    }
+    listening.reject(new Error(`the node exited before listening:\n${text}`));
+  })();
+  const timer = setTimeout(
+    () => listening.reject(new Error(`the node did not listen within ${START_TIMEOUT_MS} ms:\n${text}`)),
+    START_TIMEOUT_MS,
+  );
+  let url: string;
+  try {
+    url = await listening.promise;
+  } catch (error) {
+    child.kill("SIGKILL");
+    await child.status;
+    await reading;
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+  const finish = async (signal: Deno.Signal) => {
+    try {
+      child.kill(signal);
+    } catch {
+      // Already exited.
+    }
+    const status = await child.status;
+    await reading;
+    return status;
+  };
+  return { url, logs: () => text, stop: () => finish("SIGTERM"), kill: () => finish("SIGKILL") };
+}
+
+/** Reads one metric's value from a node's `/_wasmkeep/metrics`. */
+export async function metric(url: string, name: string): Promise<number | undefined> {
+  const text = await (await fetch(`${url}/_wasmkeep/metrics`)).text();
+  const line = text.split("\n").find((l) => l.startsWith(name + " ") || l.startsWith(name + "{"));
+  return line === undefined ? undefined : Number(line.split(" ").pop());
+}

@@ -1,0 +1,91 @@
+import assert from "node:assert/strict";
+import { shardOf } from "../../src/actors/executor_pool.ts";
+import { startNode, TESTBED_WASM } from "../helpers/node_process.ts";
+
+function nameOnShard(shard: number, prefix: string): string {
+  for (let i = 0;; i++) {
+    if (shardOf(`default/testbed/${prefix}${i}`, 2) === shard) return `${prefix}${i}`;
+  }
+}
+
+async function text(response: Response): Promise<string> {
+  return (await response.text()).trim();
+}
+
+Deno.test("a trap answers 500 with a logged error id, rolls back, and the next request works", async () => {
+  const dataDir = await Deno.makeTempDir();
+  const node = await startNode(["--actor", `testbed=${TESTBED_WASM}`, "--data-dir", dataDir]);
+  const actor = `${node.url}/actor/testbed/t1`;
+  try {
+    assert.equal((await fetch(`${actor}/insert?one`)).status, 200);
+    const trapped = await fetch(`${actor}/trap`);
+    assert.equal(trapped.status, 500);
+    const message = await text(trapped);
+    const id = message.match(/error id ([0-9a-f]{12})/)?.[1];
+    assert.ok(id, message);
+    assert.match(node.logs(), new RegExp(`error_id=${id}`));
+
+    assert.equal(await text(await fetch(`${actor}/rows`)), "1");
+    assert.equal((await fetch(`${actor}/tx-trap`)).status, 500);
+    assert.equal(await text(await fetch(`${actor}/rows`)), "1", "the trapped transaction was rolled back");
+
+    const open = await fetch(`${actor}/open-tx`);
+    assert.equal(open.status, 500);
+    assert.match(await text(open), /transaction open; it was rolled back/);
+    assert.equal(await text(await fetch(`${actor}/rows`)), "1");
+  } finally {
+    await node.stop();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
+
+Deno.test("an endless loop gets 504 while health and other actors keep answering", async () => {
+  const dataDir = await Deno.makeTempDir();
+  const node = await startNode([
+    "--actor",
+    `testbed=${TESTBED_WASM}`,
+    "--data-dir",
+    dataDir,
+    "--executors",
+    "2",
+    "--event-timeout-secs",
+    "2",
+  ]);
+  const looper = nameOnShard(0, "loop");
+  const neighbour = nameOnShard(0, "same");
+  const stranger = nameOnShard(1, "other");
+  try {
+    // Wake the neighbour first so its instance is lost with the worker.
+    assert.equal((await fetch(`${node.url}/actor/testbed/${neighbour}/insert?x`)).status, 200);
+    const started = performance.now();
+    const loop = fetch(`${node.url}/actor/testbed/${looper}/loop`);
+    await new Promise((r) => setTimeout(r, 300));
+    // Queued behind the loop on the same worker: it must not be lost.
+    const queued = fetch(`${node.url}/actor/testbed/${neighbour}/rows`);
+
+    const health = await fetch(`${node.url}/_wasmkeep/health`);
+    assert.equal(health.status, 200);
+    await health.body?.cancel();
+    const other = await fetch(`${node.url}/actor/testbed/${stranger}/insert?y`);
+    assert.equal(other.status, 200);
+    await other.body?.cancel();
+    assert.ok(performance.now() - started < 1500, "health and another actor answered during the loop");
+
+    const timedOut = await loop;
+    assert.equal(timedOut.status, 504);
+    assert.match(await text(timedOut), /did not finish its event within 2 s/);
+    assert.ok(performance.now() - started >= 1900);
+
+    const neighbourAnswer = await queued;
+    assert.equal(neighbourAnswer.status, 200);
+    assert.equal(await text(neighbourAnswer), "1");
+
+    const again = await fetch(`${node.url}/actor/testbed/${looper}/rows`);
+    assert.equal(again.status, 200);
+    assert.equal(await text(again), "0");
+    assert.match(node.logs(), /replacing its worker/);
+  } finally {
+    await node.stop();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
