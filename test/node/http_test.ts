@@ -1,0 +1,87 @@
+import assert from "node:assert/strict";
+import { COUNTER_WASM, startNode } from "../helpers/node_process.ts";
+
+async function oneLine(response: Response): Promise<string> {
+  const body = await response.text();
+  assert.match(body, /^[^\n]+\n$/, `a one-line message, got ${JSON.stringify(body)}`);
+  return body.trim();
+}
+
+Deno.test("bad requests get their status and a one-line message", async () => {
+  const dataDir = await Deno.makeTempDir();
+  const node = await startNode([
+    "--actor",
+    `counter=${COUNTER_WASM}`,
+    "--data-dir",
+    dataDir,
+    "--node-id",
+    "edge",
+    "--max-body-bytes",
+    "16",
+  ]);
+  const get = (path: string, init?: RequestInit) => fetch(`${node.url}${path}`, init);
+  try {
+    const health = await get("/_wasmkeep/health");
+    assert.equal(health.status, 200);
+    assert.equal(await oneLine(health), "ok");
+    const ready = await get("/_wasmkeep/ready");
+    assert.equal(ready.status, 200);
+    assert.equal(await oneLine(ready), "ready");
+
+    // URL parsing already turns /actor/counter/%2E%2E into /actor/, so a
+    // bare ".." never reaches an actor; names holding ".." are refused.
+    const dotted = await get("/actor/counter/%2E%2E");
+    assert.equal(dotted.status, 404);
+    await dotted.body?.cancel();
+
+    const unknown = await get("/actor/nosuch/a");
+    assert.equal(unknown.status, 404);
+    assert.equal(unknown.headers.get("x-wasmkeep-node"), "edge");
+    assert.equal(await oneLine(unknown), "no actor class 'nosuch' on this node");
+
+    for (
+      const [path, reason] of [
+        ["/actor/counter/a%2E%2Eb", /must not contain '\.\.'/],
+        ["/actor/counter/a%01b", /control characters/],
+        ["/actor/counter/", /the name is empty/],
+        [`/actor/counter/${"x".repeat(257)}`, /longer than 256 bytes/],
+        ["/actor/counter/a%2Fb", /must not contain '\/'/],
+        ["/actor/counter/%E0%A4%A", /percent-encoding/],
+      ] as const
+    ) {
+      const response = await get(path);
+      assert.equal(response.status, 400, path);
+      assert.match(await oneLine(response), reason);
+    }
+
+    const big = await get("/actor/counter/a", { method: "POST", body: "x".repeat(17) });
+    assert.equal(big.status, 413);
+    assert.equal(await oneLine(big), "the request body is larger than 16 bytes");
+    const fits = await get("/actor/counter/a", { method: "POST", body: "x".repeat(16) });
+    assert.equal(fits.status, 200);
+    await fits.body?.cancel();
+
+    const chunked = await get("/actor/counter/a", {
+      method: "POST",
+      body: new ReadableStream({
+        start(controller) {
+          for (let i = 0; i < 4; i++) controller.enqueue(new TextEncoder().encode("xxxxxx"));
+          controller.close();
+        },
+      }),
+    });
+    assert.equal(chunked.status, 413, "a body without a length is counted as it streams");
+    await chunked.body?.cancel();
+
+    const elsewhere = await get("/somewhere");
+    assert.equal(elsewhere.status, 404);
+    await elsewhere.body?.cancel();
+
+    const method = await get("/actor/counter/a", { method: "DELETE" });
+    assert.equal(method.status, 405, "the actor's own status is passed through");
+    await method.body?.cancel();
+  } finally {
+    await node.stop();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});

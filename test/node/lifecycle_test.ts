@@ -1,0 +1,128 @@
+import assert from "node:assert/strict";
+import { COUNTER_WASM, metric, ROOT, startNode, TESTBED_WASM } from "../helpers/node_process.ts";
+
+async function text(response: Response): Promise<string> {
+  return (await response.text()).trim();
+}
+
+Deno.test("an idle actor hibernates and wakes with its state", async () => {
+  const dataDir = await Deno.makeTempDir();
+  const node = await startNode([
+    "--actor",
+    `counter=${COUNTER_WASM}`,
+    "--actor",
+    `testbed=${TESTBED_WASM}`,
+    "--data-dir",
+    dataDir,
+    "--idle-secs",
+    "1",
+  ]);
+  try {
+    assert.equal(await text(await fetch(`${node.url}/actor/counter/sleepy`, { method: "POST" })), "1");
+    assert.equal(await text(await fetch(`${node.url}/actor/testbed/sleepy/inits`)), "1");
+    assert.equal(await metric(node.url, "wasmkeep_resident_actors"), 2);
+    let resident: number | undefined = 2;
+    for (let i = 0; i < 50 && resident !== 0; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      resident = await metric(node.url, "wasmkeep_resident_actors");
+    }
+    assert.equal(resident, 0, "both actors hibernated");
+    assert.equal(await text(await fetch(`${node.url}/actor/counter/sleepy`, { method: "POST" })), "2");
+    assert.equal(
+      await text(await fetch(`${node.url}/actor/testbed/sleepy/inits`)),
+      "1",
+      "on-init does not run again for the same code version",
+    );
+    assert.equal(await metric(node.url, "wasmkeep_resident_actors"), 2);
+  } finally {
+    await node.stop();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
+
+Deno.test("the resident cap evicts the least recently used actor and keeps every state", async () => {
+  const dataDir = await Deno.makeTempDir();
+  const node = await startNode([
+    "--actor",
+    `counter=${COUNTER_WASM}`,
+    "--data-dir",
+    dataDir,
+    "--max-resident-actors",
+    "2",
+  ]);
+  try {
+    for (const name of ["a", "b", "c", "a", "d"]) {
+      const response = await fetch(`${node.url}/actor/counter/${name}`, { method: "POST" });
+      assert.equal(response.status, 200);
+      await response.body?.cancel();
+      assert.ok((await metric(node.url, "wasmkeep_resident_actors"))! <= 2);
+    }
+    for (const [name, count] of [["a", "2"], ["b", "1"], ["c", "1"], ["d", "1"]]) {
+      assert.equal(await text(await fetch(`${node.url}/actor/counter/${name}`)), count);
+    }
+  } finally {
+    await node.stop();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
+
+Deno.test("on-init runs once per code version; a failing on-init fails the event", async () => {
+  const dataDir = await Deno.makeTempDir();
+  let node = await startNode(["--actor", `testbed=${TESTBED_WASM}`, "--data-dir", dataDir]);
+  try {
+    for (let i = 0; i < 3; i++) {
+      assert.equal(await text(await fetch(`${node.url}/actor/testbed/v/inits`)), "1");
+    }
+    await node.stop();
+    node = await startNode(["--actor", `testbed=${TESTBED_WASM}`, "--data-dir", dataDir]);
+    assert.equal(await text(await fetch(`${node.url}/actor/testbed/v/inits`)), "1", "same version after a restart");
+    await node.stop();
+    const failing = `${ROOT}test/fixtures/components/testbed_init_fails.wasm`;
+    node = await startNode(["--actor", `testbed=${failing}`, "--data-dir", dataDir]);
+    const refused = await fetch(`${node.url}/actor/testbed/v/rows`);
+    assert.equal(refused.status, 500);
+    assert.match(await text(refused), /on-init failed: init refused/);
+  } finally {
+    await node.stop();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
+
+Deno.test("config values, the actor's id, logs, and clear errors for features not built yet", async () => {
+  const dataDir = await Deno.makeTempDir();
+  const configFile = `${dataDir}/testbed.env`;
+  await Deno.writeTextFile(configFile, "# greeting\nGREETING=hello world\nQUOTED=\"a\\nb\"\n");
+  const node = await startNode([
+    "--actor",
+    `testbed=${TESTBED_WASM}`,
+    "--config",
+    `testbed=${configFile}`,
+    "--data-dir",
+    dataDir,
+  ]);
+  const actor = `${node.url}/actor/testbed/cfg`;
+  try {
+    assert.equal(await text(await fetch(`${actor}/config?GREETING`)), "hello world");
+    assert.equal(await (await fetch(`${actor}/config?QUOTED`)).text(), "a\nb");
+    const unset = await fetch(`${actor}/config?MISSING`);
+    assert.equal(unset.status, 404);
+    await unset.body?.cancel();
+    assert.equal(await text(await fetch(`${actor}/self`)), "default/testbed/cfg");
+    assert.equal((await fetch(`${actor}/log`)).status, 200);
+    assert.match(node.logs(), /hello from testbed actor=default\/testbed\/cfg/);
+
+    const durable = await fetch(`${actor}/durable`);
+    assert.equal(durable.status, 500);
+    assert.match(await text(durable), /storage\.exec-durable is not available/);
+    const call = await fetch(`${actor}/call`);
+    assert.equal(call.status, 502);
+    assert.match(await text(call), /actors\.call is not available/);
+    const alarm = await fetch(`${actor}/alarm`);
+    assert.equal(alarm.status, 501);
+    assert.match(await text(alarm), /alarms\.set is not available/);
+    assert.equal(await text(await fetch(`${actor}/ws`)), "0");
+  } finally {
+    await node.stop();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
