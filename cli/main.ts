@@ -8,7 +8,7 @@ import { UsageError } from "./args.ts";
 import { SERVE_HELP, serveCommand } from "./serve.ts";
 import { VERSION } from "../src/version.ts";
 import { ComponentError } from "../src/actors/component.ts";
-import { NodeStartError } from "../src/node.ts";
+import { type NodeDependencies, NodeStartError } from "../src/node.ts";
 
 /** The help text of `wasmkeep` itself. */
 export const MAIN_HELP = `WasmKeep ${VERSION}: durable WebAssembly actors, each with its own SQLite database.
@@ -31,14 +31,15 @@ const COMMAND_HELP: Record<string, string> = {
 
 /**
  * Runs the CLI with `args` and returns the exit status: 0 on success, 1 when
- * the command failed, 2 for a usage error.
+ * the command failed, 2 for a usage error. `deps` replaces the node's clock,
+ * log or bucket (tests).
  *
  * @example
  * ```ts ignore
  * Deno.exit(await runCli(Deno.args));
  * ```
  */
-export async function runCli(args: string[]): Promise<number> {
+export async function runCli(args: string[], deps: NodeDependencies = {}): Promise<number> {
   const [command, ...rest] = args;
   try {
     switch (command) {
@@ -62,7 +63,7 @@ export async function runCli(args: string[]): Promise<number> {
         console.log(`wasmkeep ${VERSION}`);
         return 0;
       case "serve":
-        return await serveCommand(rest);
+        return await serveCommand(rest, deps);
       default:
         throw new UsageError(`unknown command '${command}' (see wasmkeep --help)`);
     }

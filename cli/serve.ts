@@ -165,7 +165,16 @@ export async function serveCommand(args: string[], deps: NodeDependencies = {}):
   const watched: Deno.Signal[] = Deno.build.os === "windows" ? ["SIGINT"] : ["SIGINT", "SIGTERM"];
   for (const signal of watched) Deno.addSignalListener(signal, onSignal);
   try {
-    await stopped.promise;
+    // A bucket that fails the probe ends the command with an error; one that
+    // passes leaves the node serving until a signal.
+    await Promise.race([
+      stopped.promise,
+      node.whenReady.then(
+        () => stopped.promise,
+        // Stopped by a signal before the probe passed: a clean stop.
+        (error) => signals > 0 ? stopped.promise : Promise.reject(error),
+      ),
+    ]);
   } finally {
     for (const signal of watched) Deno.removeSignalListener(signal, onSignal);
   }

@@ -89,8 +89,9 @@ export class NodeStartError extends Error {
  * ```
  */
 export class WasmKeepNode {
-  #ready = false;
+  #notReady: string | undefined = "starting";
   #stopping: Promise<void> | undefined;
+  readonly #probeAbort = new AbortController();
 
   private constructor(
     readonly options: NodeOptions,
@@ -103,7 +104,12 @@ export class WasmKeepNode {
     private readonly clock: Clock,
   ) {}
 
-  /** Starts a node; resolves once it listens and its bucket passed the probe. */
+  /**
+   * Starts a node: loads its classes (a broken component fails here), starts
+   * the execution plane and listens. The node reports not ready until its
+   * bucket passed the start-up probe; {@linkcode WasmKeepNode.whenReady}
+   * tells when, or rejects (after the node stopped) when the bucket failed.
+   */
   static async start(options: NodeOptions, deps: NodeDependencies = {}): Promise<WasmKeepNode> {
     const clock = deps.clock ?? systemClock;
     const random = deps.random ?? systemRandom;
@@ -120,21 +126,14 @@ export class WasmKeepNode {
         coreModules: loaded.coreModules,
         config: actor.config ?? {},
       });
-      log.info("actor class loaded", { class: actor.className, path: actor.path, version: loaded.hash.slice(0, 16) });
+      log.info("actor class loaded", {
+        class: actor.className,
+        path: actor.path,
+        version: loaded.hash.slice(0, 16),
+      });
     }
-
     const bucketUrl = options.bucketUrl ?? `file://${dataDir}/bucket`;
     const bucket = deps.bucket ?? openBucket(bucketUrl, { clock, random });
-    const probe = await probeBucket(bucket, {
-      clock,
-      random,
-      log: (level, message) => log[level === "warn" ? "warn" : "info"](message, { bucket: bucketUrl }),
-    });
-    if (!probe.ok) {
-      await bucket.close();
-      throw new NodeStartError(`the bucket ${bucketUrl} failed the start-up probe: ${probe.reason}`);
-    }
-    log.info("bucket passed the conditional-write probe", { bucket: bucketUrl });
 
     const fileLimit = openFileLimit();
     const metrics = new MetricsRegistry();
@@ -149,7 +148,10 @@ export class WasmKeepNode {
       clock,
       log,
       onExecutorReplaced: (index) => {
-        metrics.counter("wasmkeep_executor_restarts_total", "Execution workers replaced (an event past its limit, or a crash).");
+        metrics.counter(
+          "wasmkeep_executor_restarts_total",
+          "Execution workers replaced (an event past its limit, or a crash).",
+        );
         host?.executorReplaced(index);
       },
     });
@@ -158,12 +160,13 @@ export class WasmKeepNode {
       maxResidentActors: options.maxResidentActors,
       idleMs: options.idleMs,
     }, clock, log);
+    const actorHost = host;
+    metrics.gauge("wasmkeep_resident_actors", "Actors with an instance in memory.", () => actorHost.residentCount);
+    metrics.gauge("wasmkeep_events_in_flight", "Events running or queued.", () => actorHost.inFlight);
 
     const classNames = new Set(classes.map((c) => c.className));
-    metrics.gauge("wasmkeep_resident_actors", "Actors with an instance in memory.", () => host.residentCount);
-    metrics.gauge("wasmkeep_events_in_flight", "Events running or queued.", () => host.inFlight);
     const dispatch = async (key: ActorKey, request: ActorRequest) => {
-      const outcome = await host.dispatch(key, request);
+      const outcome = await actorHost.dispatch(key, request);
       const status = outcome.kind === "response" ? outcome.response.status : outcome.status;
       metrics.counter("wasmkeep_events_total", "Actor events, by class and HTTP status class.", {
         class: key.class,
@@ -201,23 +204,40 @@ export class WasmKeepNode {
       );
     }
     const addr = await listening.promise;
-    const host6 = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
-    const url = `http://${host6}:${addr.port}`;
-    node = new WasmKeepNode(options, url, server, host, pool, bucket, log, clock);
-    node.#ready = true;
-    log.info("node listening", {
-      node: options.nodeId,
-      url,
-      executors: options.executors,
-      open_file_limit: fileLimit,
-    });
+    const hostname = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
+    const url = `http://${hostname}:${addr.port}`;
+    node = new WasmKeepNode(options, url, server, actorHost, pool, bucket, log, clock);
+    log.info("node listening", { node: options.nodeId, url, executors: options.executors, open_file_limit: fileLimit });
+    node.whenReady = node.#probe(bucketUrl, random);
+    // Callers that never await whenReady must not see an unhandled rejection.
+    node.whenReady.catch(() => {});
     return node;
+  }
+
+  /** Resolves once the node is ready; rejects with {@linkcode NodeStartError} if it cannot be. */
+  whenReady: Promise<void> = Promise.resolve();
+
+  async #probe(bucketUrl: string, random: Random): Promise<void> {
+    this.#notReady = "checking the bucket";
+    const probe = await probeBucket(this.bucket, {
+      clock: this.clock,
+      random,
+      signal: this.#probeAbort.signal,
+      log: (level, message) => this.log[level === "warn" ? "warn" : "info"](message, { bucket: bucketUrl }),
+    }).catch((error) => ({ ok: false as const, reason: String((error as Error).message ?? error) }));
+    if (this.#stopping) throw new NodeStartError("the node stopped before its bucket passed the start-up probe");
+    if (!probe.ok) {
+      this.log.error("the bucket failed the start-up probe", { bucket: bucketUrl, reason: probe.reason });
+      await this.stop();
+      throw new NodeStartError(`the bucket ${bucketUrl} failed the start-up probe: ${probe.reason}`);
+    }
+    this.#notReady = undefined;
+    this.log.info("node ready", { node: this.options.nodeId, url: this.url, bucket: bucketUrl });
   }
 
   /** Why the node is not ready, or `undefined`. */
   notReadyReason(): string | undefined {
-    if (this.#stopping) return "stopping";
-    return this.#ready ? undefined : "starting";
+    return this.#stopping ? "stopping" : this.#notReady;
   }
 
   /** Resident actors now. */
@@ -232,6 +252,7 @@ export class WasmKeepNode {
   stop(): Promise<void> {
     this.#stopping ??= (async () => {
       this.log.info("node stopping", { node: this.options.nodeId, in_flight: this.host.inFlight });
+      this.#probeAbort.abort(new Error("the node is stopping"));
       const serverDone = this.server.shutdown();
       const drained = await this.host.drain(this.options.stopGraceMs);
       if (!drained) this.log.warn("events still under way at the end of the stop grace period");

@@ -43,7 +43,7 @@ export async function runWasmkeep(args: string[]): Promise<{ code: number; stdou
 
 /**
  * Starts `wasmkeep serve ARGS --listen 127.0.0.1:0` and waits until it
- * listens.
+ * is ready (its bucket passed the probe).
  *
  * @example
  * ```ts ignore
@@ -64,7 +64,7 @@ export async function startNode(args: string[]): Promise<NodeProcess> {
     const decoder = new TextDecoder();
     for await (const chunk of child.stderr) {
       text += decoder.decode(chunk, { stream: true });
-      const match = text.match(/node listening .*url=(http:\/\/\S+)/);
+      const match = text.match(/node ready .*url=(http:\/\/\S+)/);
       if (match) listening.resolve(match[1]);
     }
     listening.reject(new Error(`the node exited before listening:\n${text}`));
