@@ -61,7 +61,9 @@ export function parseArgs(args: string[], specs: FlagSpec[], command: string): P
     }
     if (!arg.startsWith("--") || arg === "--") {
       if (arg.startsWith("-") && arg !== "-") {
-        throw new UsageError(`unknown flag ${arg} for '${command}'; flags start with two dashes (see wasmkeep ${command} --help)`);
+        throw new UsageError(
+          `unknown flag ${arg} for '${command}'; flags start with two dashes (see wasmkeep ${command} --help)`,
+        );
       }
       positionals.push(arg);
       continue;
@@ -69,7 +71,11 @@ export function parseArgs(args: string[], specs: FlagSpec[], command: string): P
     const eq = arg.indexOf("=");
     const name = arg.slice(2, eq === -1 ? undefined : eq);
     const spec = byName.get(name);
-    if (!spec) throw new UsageError(`unknown flag --${name} for '${command}' (see wasmkeep ${command} --help)`);
+    if (!spec) {
+      throw new UsageError(
+        `unknown flag --${name} for '${command}' (see wasmkeep ${command} --help)`,
+      );
+    }
     let raw: string | undefined = eq === -1 ? undefined : arg.slice(eq + 1);
     if (spec.kind === "boolean") {
       if (raw !== undefined) throw new UsageError(`--${name} takes no value`);
@@ -77,12 +83,16 @@ export function parseArgs(args: string[], specs: FlagSpec[], command: string): P
       continue;
     }
     if (raw === undefined) {
-      if (i + 1 >= args.length) throw new UsageError(`--${name} needs a value: --${name} ${spec.value ?? "VALUE"}`);
+      if (i + 1 >= args.length) {
+        throw new UsageError(`--${name} needs a value: --${name} ${spec.value ?? "VALUE"}`);
+      }
       raw = args[++i];
     }
     let value: string | number = raw;
     if (spec.kind === "integer") {
-      if (!/^\d+$/.test(raw)) throw new UsageError(`--${name} must be a whole number, not '${raw}'`);
+      if (!/^\d+$/.test(raw)) {
+        throw new UsageError(`--${name} must be a whole number, not '${raw}'`);
+      }
       value = Number(raw);
       if (spec.min !== undefined && value < spec.min) {
         throw new UsageError(`--${name} must be at least ${spec.min}, not ${raw}`);
@@ -91,7 +101,9 @@ export function parseArgs(args: string[], specs: FlagSpec[], command: string): P
     if (spec.multiple) {
       ((flags[name] ??= []) as string[]).push(String(value));
     } else {
-      if (flags[name] !== undefined) throw new UsageError(`--${name} was given twice; give it once`);
+      if (flags[name] !== undefined) {
+        throw new UsageError(`--${name} was given twice; give it once`);
+      }
       flags[name] = value;
     }
   }

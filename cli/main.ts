@@ -11,7 +11,8 @@ import { ComponentError } from "../src/actors/component.ts";
 import { type NodeDependencies, NodeStartError } from "../src/node.ts";
 
 /** The help text of `wasmkeep` itself. */
-export const MAIN_HELP = `WasmKeep ${VERSION}: durable WebAssembly actors, each with its own SQLite database.
+export const MAIN_HELP =
+  `WasmKeep ${VERSION}: durable WebAssembly actors, each with its own SQLite database.
 
 Usage: wasmkeep <command> [flags]
 

@@ -4,7 +4,7 @@
  * @module
  */
 
-import { formatHelp, type FlagSpec, parseArgs, UsageError } from "./args.ts";
+import { type FlagSpec, formatHelp, parseArgs, UsageError } from "./args.ts";
 import {
   type ActorClassOption,
   NODE_DEFAULTS,
@@ -17,19 +17,103 @@ import { MAX_CONFIG_FILE_BYTES, parseEnvFile } from "../src/config/env_file.ts";
 import type { LogLevel } from "../src/log.ts";
 
 const SERVE_FLAGS: FlagSpec[] = [
-  { name: "actor", kind: "string", multiple: true, value: "CLASS=PATH", description: "serve the actor component at PATH as class CLASS" },
-  { name: "config", kind: "string", multiple: true, value: "CLASS=FILE", description: "NAME=VALUE lines config.get returns to CLASS" },
-  { name: "data-dir", kind: "string", value: "DIR", description: "where actor databases and the component cache live", defaultText: ".wasmkeep" },
-  { name: "listen", kind: "string", value: "ADDR", description: "HOST:PORT of the client listener (port 0: any free port)", defaultText: "127.0.0.1:8080" },
-  { name: "node-id", kind: "string", value: "ID", description: "this node's id, [a-z0-9-]", defaultText: "from the host name" },
-  { name: "bucket", kind: "string", value: "URL", description: "s3://BUCKET[/PREFIX] or file://PATH", defaultText: "file://DATA-DIR/bucket" },
-  { name: "event-timeout-secs", kind: "integer", min: 1, value: "N", description: "wall-clock limit of one event, answered 504", defaultText: "30" },
-  { name: "max-queued-events", kind: "integer", min: 1, value: "N", description: "events one actor may have waiting; more get 503", defaultText: "128" },
-  { name: "max-resident-actors", kind: "integer", min: 1, value: "N", description: "actors in memory at once; least recently used hibernate first", defaultText: "10000" },
-  { name: "idle-secs", kind: "integer", min: 1, value: "N", description: "an actor without events this long hibernates", defaultText: "60" },
-  { name: "max-body-bytes", kind: "integer", min: 0, value: "N", description: "largest request body; larger get 413", defaultText: "1048576" },
-  { name: "executors", kind: "integer", min: 1, value: "N", description: "execution workers", defaultText: "one per core" },
-  { name: "log-level", kind: "string", value: "LEVEL", description: "debug, info, warn or error", defaultText: "info" },
+  {
+    name: "actor",
+    kind: "string",
+    multiple: true,
+    value: "CLASS=PATH",
+    description: "serve the actor component at PATH as class CLASS",
+  },
+  {
+    name: "config",
+    kind: "string",
+    multiple: true,
+    value: "CLASS=FILE",
+    description: "NAME=VALUE lines config.get returns to CLASS",
+  },
+  {
+    name: "data-dir",
+    kind: "string",
+    value: "DIR",
+    description: "where actor databases and the component cache live",
+    defaultText: ".wasmkeep",
+  },
+  {
+    name: "listen",
+    kind: "string",
+    value: "ADDR",
+    description: "HOST:PORT of the client listener (port 0: any free port)",
+    defaultText: "127.0.0.1:8080",
+  },
+  {
+    name: "node-id",
+    kind: "string",
+    value: "ID",
+    description: "this node's id, [a-z0-9-]",
+    defaultText: "from the host name",
+  },
+  {
+    name: "bucket",
+    kind: "string",
+    value: "URL",
+    description: "s3://BUCKET[/PREFIX] or file://PATH",
+    defaultText: "file://DATA-DIR/bucket",
+  },
+  {
+    name: "event-timeout-secs",
+    kind: "integer",
+    min: 1,
+    value: "N",
+    description: "wall-clock limit of one event, answered 504",
+    defaultText: "30",
+  },
+  {
+    name: "max-queued-events",
+    kind: "integer",
+    min: 1,
+    value: "N",
+    description: "events one actor may have waiting; more get 503",
+    defaultText: "128",
+  },
+  {
+    name: "max-resident-actors",
+    kind: "integer",
+    min: 1,
+    value: "N",
+    description: "actors in memory at once; least recently used hibernate first",
+    defaultText: "10000",
+  },
+  {
+    name: "idle-secs",
+    kind: "integer",
+    min: 1,
+    value: "N",
+    description: "an actor without events this long hibernates",
+    defaultText: "60",
+  },
+  {
+    name: "max-body-bytes",
+    kind: "integer",
+    min: 0,
+    value: "N",
+    description: "largest request body; larger get 413",
+    defaultText: "1048576",
+  },
+  {
+    name: "executors",
+    kind: "integer",
+    min: 1,
+    value: "N",
+    description: "execution workers",
+    defaultText: "one per core",
+  },
+  {
+    name: "log-level",
+    kind: "string",
+    value: "LEVEL",
+    description: "debug, info, warn or error",
+    defaultText: "info",
+  },
   { name: "help", kind: "boolean", description: "show this help" },
 ];
 
@@ -47,20 +131,25 @@ function parseListen(value: string): { hostname: string; port: number } {
   const match = value.match(/^(?:\[([0-9a-fA-F:.]+)\]|([^:\[\]]*)):(\d{1,5})$/);
   const port = match ? Number(match[3]) : NaN;
   if (!match || port > 65535) {
-    throw new UsageError(`--listen must be HOST:PORT (e.g. 127.0.0.1:8080 or [::1]:8080), not '${value}'`);
+    throw new UsageError(
+      `--listen must be HOST:PORT (e.g. 127.0.0.1:8080 or [::1]:8080), not '${value}'`,
+    );
   }
   return { hostname: match[1] ?? (match[2] || "0.0.0.0"), port };
 }
 
 function defaultNodeId(): string {
-  const id = Deno.hostname().toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 63);
+  const id = Deno.hostname().toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/^-+|-+$/g, "")
+    .slice(0, 63);
   return NODE_ID.test(id) ? id : "node";
 }
 
 function splitClassValue(flag: string, value: string): [string, string] {
   const eq = value.indexOf("=");
   if (eq <= 0 || eq === value.length - 1) {
-    throw new UsageError(`--${flag} must be CLASS=${flag === "actor" ? "PATH" : "FILE"}, not '${value}'`);
+    throw new UsageError(
+      `--${flag} must be CLASS=${flag === "actor" ? "PATH" : "FILE"}, not '${value}'`,
+    );
   }
   const className = value.slice(0, eq);
   const problem = classNameProblem(className);
@@ -73,11 +162,15 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
   const { flags, positionals } = parseArgs(args, SERVE_FLAGS, "serve");
   if (flags.help) return "help";
   if (positionals.length > 1) {
-    throw new UsageError(`serve takes one stateless component at most, got ${positionals.length} files`);
+    throw new UsageError(
+      `serve takes one stateless component at most, got ${positionals.length} files`,
+    );
   }
   if (positionals.length === 1) {
     throw new UsageError(
-      `the stateless component (${positionals[0]}) is not supported by this version yet; serve actors with --actor CLASS=PATH`,
+      `the stateless component (${
+        positionals[0]
+      }) is not supported by this version yet; serve actors with --actor CLASS=PATH`,
     );
   }
   const actors = new Map<string, ActorClassOption>();
@@ -87,7 +180,9 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
     actors.set(className, { className, path });
   }
   if (actors.size === 0) {
-    throw new UsageError("serve needs at least one actor class: --actor CLASS=PATH (e.g. --actor counter=examples/counter/counter.wasm)");
+    throw new UsageError(
+      "serve needs at least one actor class: --actor CLASS=PATH (e.g. --actor counter=examples/counter/counter.wasm)",
+    );
   }
   for (const value of (flags.config as string[] | undefined) ?? []) {
     const [className, file] = splitClassValue("config", value);
@@ -96,7 +191,9 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
     let text: string;
     try {
       if (Deno.statSync(file).size > MAX_CONFIG_FILE_BYTES) {
-        throw new UsageError(`--config ${value}: the file is larger than ${MAX_CONFIG_FILE_BYTES} bytes`);
+        throw new UsageError(
+          `--config ${value}: the file is larger than ${MAX_CONFIG_FILE_BYTES} bytes`,
+        );
       }
       text = Deno.readTextFileSync(file);
     } catch (error) {
@@ -111,7 +208,9 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
   }
   const nodeId = (flags["node-id"] as string | undefined) ?? defaultNodeId();
   if (!NODE_ID.test(nodeId)) {
-    throw new UsageError(`--node-id must be lower-case letters, digits and '-' (at most 63), not '${nodeId}'`);
+    throw new UsageError(
+      `--node-id must be lower-case letters, digits and '-' (at most 63), not '${nodeId}'`,
+    );
   }
   const logLevel = (flags["log-level"] as string | undefined) ?? NODE_DEFAULTS.logLevel;
   if (!["debug", "info", "warn", "error"].includes(logLevel)) {
@@ -119,7 +218,9 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
   }
   const bucketUrl = flags.bucket as string | undefined;
   if (bucketUrl !== undefined && !/^(s3|file):\/\/./.test(bucketUrl)) {
-    throw new UsageError(`--bucket must be s3://BUCKET[/PREFIX] or file://PATH, not '${bucketUrl}'`);
+    throw new UsageError(
+      `--bucket must be s3://BUCKET[/PREFIX] or file://PATH, not '${bucketUrl}'`,
+    );
   }
   const seconds = (name: string, fallbackMs: number) =>
     flags[name] === undefined ? fallbackMs : (flags[name] as number) * 1000;
@@ -130,7 +231,8 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
     actors: [...actors.values()],
     bucketUrl,
     eventTimeoutMs: seconds("event-timeout-secs", NODE_DEFAULTS.eventTimeoutMs),
-    maxQueuedEvents: (flags["max-queued-events"] as number | undefined) ?? NODE_DEFAULTS.maxQueuedEvents,
+    maxQueuedEvents: (flags["max-queued-events"] as number | undefined) ??
+      NODE_DEFAULTS.maxQueuedEvents,
     maxResidentActors: (flags["max-resident-actors"] as number | undefined) ??
       NODE_DEFAULTS.maxResidentActors,
     idleMs: seconds("idle-secs", NODE_DEFAULTS.idleMs),

@@ -61,7 +61,8 @@ function formatValue(value: string | number | boolean | bigint): string {
 export function createLogger(options: LoggerOptions = {}, base: LogFields = {}): Logger {
   const threshold = LEVEL_ORDER[options.level ?? "info"];
   const encoder = new TextEncoder();
-  const sink = options.sink ?? ((line: string) => Deno.stderr.writeSync(encoder.encode(line + "\n")));
+  const sink = options.sink ??
+    ((line: string) => Deno.stderr.writeSync(encoder.encode(line + "\n")));
   const now = options.now ?? Date.now;
   const write = (level: LogLevel, message: string, fields?: LogFields) => {
     if (LEVEL_ORDER[level] < threshold) return;

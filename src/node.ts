@@ -118,7 +118,11 @@ export class WasmKeepNode {
 
     const classes: WorkerClass[] = [];
     for (const actor of options.actors) {
-      const loaded = await loadComponent(actor.className, actor.path, `${dataDir}/cache/components`);
+      const loaded = await loadComponent(
+        actor.className,
+        actor.path,
+        `${dataDir}/cache/components`,
+      );
       classes.push({
         className: actor.className,
         hash: loaded.hash,
@@ -137,7 +141,6 @@ export class WasmKeepNode {
 
     const fileLimit = openFileLimit();
     const metrics = new MetricsRegistry();
-    let host: ActorHost | undefined;
     const pool = new ExecutorPool({
       size: options.executors,
       dataDir,
@@ -152,21 +155,34 @@ export class WasmKeepNode {
           "wasmkeep_executor_restarts_total",
           "Execution workers replaced (an event past its limit, or a crash).",
         );
-        host?.executorReplaced(index);
+        // Only called after a worker was replaced, long after host exists.
+        host.executorReplaced(index);
       },
     });
-    host = new ActorHost(pool, {
-      maxQueuedEvents: options.maxQueuedEvents,
-      maxResidentActors: options.maxResidentActors,
-      idleMs: options.idleMs,
-    }, clock, log);
-    const actorHost = host;
-    metrics.gauge("wasmkeep_resident_actors", "Actors with an instance in memory.", () => actorHost.residentCount);
-    metrics.gauge("wasmkeep_events_in_flight", "Events running or queued.", () => actorHost.inFlight);
+    const host: ActorHost = new ActorHost(
+      pool,
+      {
+        maxQueuedEvents: options.maxQueuedEvents,
+        maxResidentActors: options.maxResidentActors,
+        idleMs: options.idleMs,
+      },
+      clock,
+      log,
+    );
+    metrics.gauge(
+      "wasmkeep_resident_actors",
+      "Actors with an instance in memory.",
+      () => host.residentCount,
+    );
+    metrics.gauge(
+      "wasmkeep_events_in_flight",
+      "Events running or queued.",
+      () => host.inFlight,
+    );
 
     const classNames = new Set(classes.map((c) => c.className));
     const dispatch = async (key: ActorKey, request: ActorRequest) => {
-      const outcome = await actorHost.dispatch(key, request);
+      const outcome = await host.dispatch(key, request);
       const status = outcome.kind === "response" ? outcome.response.status : outcome.status;
       metrics.counter("wasmkeep_events_total", "Actor events, by class and HTTP status class.", {
         class: key.class,
@@ -174,13 +190,14 @@ export class WasmKeepNode {
       });
       return outcome;
     };
-    let node: WasmKeepNode | undefined;
+    // Requests may arrive before the node object exists.
+    const started: { node?: WasmKeepNode } = {};
     const handler = createClientHandler({
       nodeId: options.nodeId,
       tenant: DEFAULT_TENANT,
       maxBodyBytes: options.maxBodyBytes,
       hasClass: (name) => classNames.has(name),
-      notReadyReason: () => node ? node.notReadyReason() : "starting",
+      notReadyReason: () => started.node ? started.node.notReadyReason() : "starting",
       dispatch,
       renderMetrics: () => metrics.render(),
     });
@@ -200,14 +217,22 @@ export class WasmKeepNode {
       await pool.close();
       await bucket.close();
       throw new NodeStartError(
-        `cannot listen on ${options.hostname}:${options.port} (--listen): ${(error as Error).message}`,
+        `cannot listen on ${options.hostname}:${options.port} (--listen): ${
+          (error as Error).message
+        }`,
       );
     }
     const addr = await listening.promise;
     const hostname = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
     const url = `http://${hostname}:${addr.port}`;
-    node = new WasmKeepNode(options, url, server, actorHost, pool, bucket, log, clock);
-    log.info("node listening", { node: options.nodeId, url, executors: options.executors, open_file_limit: fileLimit });
+    const node = new WasmKeepNode(options, url, server, host, pool, bucket, log, clock);
+    started.node = node;
+    log.info("node listening", {
+      node: options.nodeId,
+      url,
+      executors: options.executors,
+      open_file_limit: fileLimit,
+    });
     node.whenReady = node.#probe(bucketUrl, random);
     // Callers that never await whenReady must not see an unhandled rejection.
     node.whenReady.catch(() => {});
@@ -223,13 +248,24 @@ export class WasmKeepNode {
       clock: this.clock,
       random,
       signal: this.#probeAbort.signal,
-      log: (level, message) => this.log[level === "warn" ? "warn" : "info"](message, { bucket: bucketUrl }),
-    }).catch((error) => ({ ok: false as const, reason: String((error as Error).message ?? error) }));
-    if (this.#stopping) throw new NodeStartError("the node stopped before its bucket passed the start-up probe");
+      log: (level, message) =>
+        this.log[level === "warn" ? "warn" : "info"](message, { bucket: bucketUrl }),
+    }).catch((error) => ({
+      ok: false as const,
+      reason: String((error as Error).message ?? error),
+    }));
+    if (this.#stopping) {
+      throw new NodeStartError("the node stopped before its bucket passed the start-up probe");
+    }
     if (!probe.ok) {
-      this.log.error("the bucket failed the start-up probe", { bucket: bucketUrl, reason: probe.reason });
+      this.log.error("the bucket failed the start-up probe", {
+        bucket: bucketUrl,
+        reason: probe.reason,
+      });
       await this.stop();
-      throw new NodeStartError(`the bucket ${bucketUrl} failed the start-up probe: ${probe.reason}`);
+      throw new NodeStartError(
+        `the bucket ${bucketUrl} failed the start-up probe: ${probe.reason}`,
+      );
     }
     this.#notReady = undefined;
     this.log.info("node ready", { node: this.options.nodeId, url: this.url, bucket: bucketUrl });
@@ -270,7 +306,9 @@ async function ensureDir(path: string): Promise<string> {
   try {
     await Deno.mkdir(path, { recursive: true });
   } catch (error) {
-    throw new NodeStartError(`cannot create the data directory ${path} (--data-dir): ${(error as Error).message}`);
+    throw new NodeStartError(
+      `cannot create the data directory ${path} (--data-dir): ${(error as Error).message}`,
+    );
   }
   return path;
 }

@@ -92,7 +92,8 @@ export class ActorHost {
         return Promise.resolve({
           kind: "failed",
           status: 503,
-          message: `this node holds its maximum of ${this.#limits.maxResidentActors} busy actors; retry`,
+          message:
+            `this node holds its maximum of ${this.#limits.maxResidentActors} busy actors; retry`,
         });
       }
       state = {
@@ -131,7 +132,7 @@ export class ActorHost {
       this.#inFlight--;
       event.resolve(outcome);
       this.#next(state);
-      if (this.#inFlight === 0) for (const wake of this.#idleWaiters.splice(0)) wake();
+      if (this.#inFlight === 0) { for (const wake of this.#idleWaiters.splice(0)) wake(); }
     });
   }
 

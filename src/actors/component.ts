@@ -100,13 +100,17 @@ interface CachedManifest {
   coreModules: string[];
 }
 
-async function readCache(dir: string): Promise<Omit<LoadedComponent, "className" | "path" | "hash"> | undefined> {
+async function readCache(
+  dir: string,
+): Promise<Omit<LoadedComponent, "className" | "path" | "hash"> | undefined> {
   try {
     const manifest = JSON.parse(await Deno.readTextFile(`${dir}/manifest.json`)) as CachedManifest;
     if (manifest.version !== TRANSPILE_VERSION) return undefined;
     const glue = await Deno.readTextFile(`${dir}/${manifest.glue}`);
     const coreModules: Record<string, Uint8Array> = {};
-    for (const name of manifest.coreModules) coreModules[name] = await Deno.readFile(`${dir}/${name}`);
+    for (const name of manifest.coreModules) {
+      coreModules[name] = await Deno.readFile(`${dir}/${name}`);
+    }
     return { glue, coreModules };
   } catch (error) {
     if (error instanceof Deno.errors.NotFound) return undefined;
@@ -121,7 +125,9 @@ async function writeCache(dir: string, glue: string, coreModules: Record<string,
   const temp = `${dir}.tmp-${crypto.randomUUID()}`;
   await Deno.mkdir(temp, { recursive: true });
   await Deno.writeTextFile(`${temp}/glue.js`, glue);
-  for (const [name, bytes] of Object.entries(coreModules)) await Deno.writeFile(`${temp}/${name}`, bytes);
+  for (const [name, bytes] of Object.entries(coreModules)) {
+    await Deno.writeFile(`${temp}/${name}`, bytes);
+  }
   const manifest: CachedManifest = {
     version: TRANSPILE_VERSION,
     glue: "glue.js",
@@ -176,14 +182,20 @@ export async function loadComponent(
   const { transpile } = await import("@bytecodealliance/jco");
   let output: Awaited<ReturnType<typeof Transpile>>;
   try {
-    output = await transpile(bytes, {
-      name: "actor",
-      instantiation: { tag: "async" },
-      asyncMode: { tag: "jspi", val: { imports: ASYNC_IMPORTS, exports: ASYNC_EXPORTS } },
-      noTypescript: true,
-    } as unknown as Parameters<typeof Transpile>[1]);
+    output = await transpile(
+      bytes,
+      {
+        name: "actor",
+        instantiation: { tag: "async" },
+        asyncMode: { tag: "jspi", val: { imports: ASYNC_IMPORTS, exports: ASYNC_EXPORTS } },
+        noTypescript: true,
+      } as unknown as Parameters<typeof Transpile>[1],
+    );
   } catch (error) {
-    throw new ComponentError(path, `is not a valid component: ${String((error as Error).message ?? error)}`);
+    throw new ComponentError(
+      path,
+      `is not a valid component: ${String((error as Error).message ?? error)}`,
+    );
   }
   const exported = new Set(output.exports.map(([name]) => name));
   const missing = ACTOR_EXPORTS.filter(([, jco]) => !exported.has(jco)).map(([wit]) => wit);
@@ -191,8 +203,13 @@ export async function loadComponent(
   if (missing.length > 0 || foreign.length > 0) {
     const parts = [];
     if (missing.length > 0) parts.push(`it lacks the exports ${missing.join(", ")}`);
-    if (foreign.length > 0) parts.push(`it imports ${foreign.join(", ")}, which WasmKeep does not provide`);
-    throw new ComponentError(path, `does not target the world wasmkeep:actor/actor: ${parts.join("; ")}`);
+    if (foreign.length > 0) {
+      parts.push(`it imports ${foreign.join(", ")}, which WasmKeep does not provide`);
+    }
+    throw new ComponentError(
+      path,
+      `does not target the world wasmkeep:actor/actor: ${parts.join("; ")}`,
+    );
   }
   const files = output.files as unknown as Record<string, Uint8Array>;
   const glue = new TextDecoder().decode(files["actor.js"]);

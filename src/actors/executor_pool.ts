@@ -188,7 +188,12 @@ export class ExecutorPool {
     );
     executor.pending.set(pending.seq, pending);
     executor.worker.postMessage(
-      { type: "event", seq: pending.seq, actor: pending.actor, request: pending.request } satisfies ToExecutor,
+      {
+        type: "event",
+        seq: pending.seq,
+        actor: pending.actor,
+        request: pending.request,
+      } satisfies ToExecutor,
     );
   }
 
@@ -202,17 +207,23 @@ export class ExecutorPool {
     });
     const id = actorKeyString(pending.actor);
     if (Atomics.load(executor.progress, PROGRESS_RUNNING) === pending.seq) {
-      this.#options.log.warn("event over its wall-clock limit; replacing its worker", { actor: id });
+      this.#options.log.warn("event over its wall-clock limit; replacing its worker", {
+        actor: id,
+      });
       this.#replace(executor, pending.seq);
       return;
     }
     // Not running now: it waits on the host. Drop it, and replace the worker
     // only if the worker turns out to be stuck after all.
-    executor.worker.postMessage({ type: "abandon", seq: pending.seq, actor: pending.actor } satisfies ToExecutor);
+    executor.worker.postMessage(
+      { type: "abandon", seq: pending.seq, actor: pending.actor } satisfies ToExecutor,
+    );
     const worker = executor.worker;
     this.#options.clock.setTimer(ABANDON_GRACE_MS, () => {
       if (executor.worker === worker && executor.pending.has(pending.seq)) {
-        this.#options.log.warn("worker did not drop a timed-out event; replacing it", { actor: id });
+        this.#options.log.warn("worker did not drop a timed-out event; replacing it", {
+          actor: id,
+        });
         this.#replace(executor, pending.seq);
       }
     });
@@ -259,7 +270,9 @@ export class ExecutorPool {
 
   /** Drops an idle actor's instance and closes its database. */
   drop(actor: ActorKey): void {
-    this.#executors[this.executorOf(actor)].worker.postMessage({ type: "drop", actor } satisfies ToExecutor);
+    this.#executors[this.executorOf(actor)].worker.postMessage(
+      { type: "drop", actor } satisfies ToExecutor,
+    );
   }
 
   /**

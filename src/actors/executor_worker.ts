@@ -7,14 +7,12 @@
  * @module
  */
 
-/// <reference lib="deno.worker" />
-
 import { createLogger, type Logger, type LogLevel } from "../log.ts";
-import { actorKeyString, type ActorKey } from "./key.ts";
+import { type ActorKey, actorKeyString } from "./key.ts";
 import {
+  actorDatabasePath,
   type ActorRequest,
   type ActorResponse,
-  actorDatabasePath,
   type ExecutorInit,
   type FromExecutor,
   PROGRESS_RUNNING,
@@ -31,6 +29,7 @@ import {
 } from "../sqlite/storage_protocol.ts";
 import type { ExecResult, SqlError, SqlValue } from "../sqlite/actor_database.ts";
 import type { Plain } from "../sqlite/codec.ts";
+import { workerScope } from "../worker_scope.ts";
 
 interface ActorExports {
   onInit(): Promise<void>;
@@ -68,7 +67,7 @@ class EventFailure extends Error {
   }
 }
 
-const post = (message: FromExecutor) => self.postMessage(message);
+const post = (message: FromExecutor) => workerScope.postMessage(message);
 
 let storage: SyncChannelClient;
 let progress: Int32Array;
@@ -97,11 +96,15 @@ function hostImports(key: ActorKey, db: string, spec: WorkerClass) {
       exec: (sql: string, params: SqlValue[]) =>
         storageCall({ op: "exec", db, sql, params }) as ExecResult,
       execDurable: () => {
-        throw new GuestError(unavailable("storage.exec-durable", "it needs replication to a bucket"));
+        throw new GuestError(
+          unavailable("storage.exec-durable", "it needs replication to a bucket"),
+        );
       },
       inTransaction: () => storageCall({ op: "in-transaction", db }) as boolean,
       deleteSelf: () => {
-        throw new GuestError(unavailable("storage.delete-self", "it needs replication to a bucket"));
+        throw new GuestError(
+          unavailable("storage.delete-self", "it needs replication to a bucket"),
+        );
       },
     },
     "wasmkeep:actor/actors": {
@@ -176,7 +179,10 @@ async function wake(key: ActorKey): Promise<ResidentActor> {
     }
     if (storageCall({ op: "in-transaction", db })) {
       storageCall({ op: "rollback", db });
-      throw new EventFailure(500, "the actor's on-init ended with a transaction open; it was rolled back");
+      throw new EventFailure(
+        500,
+        "the actor's on-init ended with a transaction open; it was rolled back",
+      );
     }
     storageCall({ op: "set-meta", db, key: INIT_VERSION_KEY, value: loaded.spec.hash });
   }
@@ -184,13 +190,18 @@ async function wake(key: ActorKey): Promise<ResidentActor> {
 }
 
 function describe(error: unknown): string {
-  if (error instanceof GuestError) return `host error not returned to the actor: ${JSON.stringify(error.payload)}`;
+  if (error instanceof GuestError) {
+    return `host error not returned to the actor: ${JSON.stringify(error.payload)}`;
+  }
   if (error instanceof Error) return error.stack ?? error.message;
   return String(error);
 }
 
 function errorId(): string {
-  return Array.from(crypto.getRandomValues(new Uint8Array(6)), (b) => b.toString(16).padStart(2, "0"))
+  return Array.from(
+    crypto.getRandomValues(new Uint8Array(6)),
+    (b) => b.toString(16).padStart(2, "0"),
+  )
     .join("");
 }
 
@@ -251,7 +262,7 @@ async function init(message: ExecutorInit) {
 // one event at a time from the main thread, so they never interleave within
 // one actor.
 let initialized: Promise<void> | undefined;
-self.onmessage = (event: MessageEvent<ToExecutor>) => {
+workerScope.onmessage = (event: MessageEvent<ToExecutor>) => {
   const message = event.data;
   if (message.type === "init") {
     initialized = init(message);

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { type ActorKey, actorFileStem } from "./key.ts";
+import { actorFileStem, type ActorKey } from "./key.ts";
 
 /** An HTTP request as the actor interface carries it (`types.http-request`). */
 export interface ActorRequest {

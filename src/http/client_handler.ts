@@ -67,7 +67,9 @@ async function readBody(request: Request, limit: number): Promise<Uint8Array> {
  * Deno.serve(createClientHandler(context));
  * ```
  */
-export function createClientHandler(context: ClientHandlerContext): (request: Request) => Promise<Response> {
+export function createClientHandler(
+  context: ClientHandlerContext,
+): (request: Request) => Promise<Response> {
   const withNode = (response: Response) => {
     response.headers.set(NODE_HEADER, context.nodeId);
     return response;
@@ -78,7 +80,9 @@ export function createClientHandler(context: ClientHandlerContext): (request: Re
     if (url.pathname === "/_wasmkeep/health") return withNode(textResponse(200, "ok"));
     if (url.pathname === "/_wasmkeep/ready") {
       const reason = context.notReadyReason();
-      return withNode(reason ? textResponse(503, `not ready: ${reason}`) : textResponse(200, "ready"));
+      return withNode(
+        reason ? textResponse(503, `not ready: ${reason}`) : textResponse(200, "ready"),
+      );
     }
     if (url.pathname === "/_wasmkeep/metrics") {
       return withNode(
@@ -104,7 +108,9 @@ export function createClientHandler(context: ClientHandlerContext): (request: Re
     const problem = actorNameProblem(name);
     if (problem) return withNode(textResponse(400, `bad actor name: ${problem}`));
     if (request.headers.get("upgrade")?.toLowerCase() === "websocket") {
-      return withNode(textResponse(501, "WebSockets to actors are not available in this version yet"));
+      return withNode(
+        textResponse(501, "WebSockets to actors are not available in this version yet"),
+      );
     }
     const reason = context.notReadyReason();
     if (reason) return withNode(textResponse(503, `not ready: ${reason}`, { "retry-after": "1" }));
@@ -114,7 +120,9 @@ export function createClientHandler(context: ClientHandlerContext): (request: Re
       body = await readBody(request, context.maxBodyBytes);
     } catch (error) {
       if (error instanceof BodyTooLarge) {
-        return withNode(textResponse(413, `the request body is larger than ${context.maxBodyBytes} bytes`));
+        return withNode(
+          textResponse(413, `the request body is larger than ${context.maxBodyBytes} bytes`),
+        );
       }
       return withNode(textResponse(400, "bad request: the body could not be read"));
     }
@@ -139,7 +147,9 @@ export function createClientHandler(context: ClientHandlerContext): (request: Re
         }),
       );
     } catch (error) {
-      return withNode(textResponse(502, `the actor's answer is not valid HTTP: ${(error as Error).message}`));
+      return withNode(
+        textResponse(502, `the actor's answer is not valid HTTP: ${(error as Error).message}`),
+      );
     }
   };
 }

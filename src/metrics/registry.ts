@@ -16,7 +16,8 @@ interface Family {
 }
 
 function labelKey(labels: Labels): string {
-  return Object.entries(labels).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}=${v}`).join(",");
+  return Object.entries(labels).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}=${v}`)
+    .join(",");
 }
 
 function escapeLabel(value: string): string {

@@ -127,7 +127,10 @@ export class ActorDatabase {
     // lost machine.
     this.#db.exec("PRAGMA synchronous = NORMAL");
     this.#db.exec(`CREATE TABLE IF NOT EXISTS ${META_TABLE} (key TEXT PRIMARY KEY, value TEXT)`);
-    this.#counters = prepareForActor(this.#db, "SELECT total_changes(), changes(), last_insert_rowid()");
+    this.#counters = prepareForActor(
+      this.#db,
+      "SELECT total_changes(), changes(), last_insert_rowid()",
+    );
   }
 
   #prepare(sql: string): StatementSync {
@@ -175,7 +178,12 @@ export class ActorDatabase {
       rows.push(row.map(toSqlValue));
     }
     const [totalAfter, changes, rowid] = this.#counts();
-    return { columns, rows, changes: totalAfter === totalBefore ? 0n : changes, lastInsertRowid: rowid };
+    return {
+      columns,
+      rows,
+      changes: totalAfter === totalBefore ? 0n : changes,
+      lastInsertRowid: rowid,
+    };
   }
 
   /** Whether a transaction is open. */

@@ -6,12 +6,11 @@
  * @module
  */
 
-/// <reference lib="deno.worker" />
-
 import { ActorDatabase, toSqlError } from "./actor_database.ts";
 import { serveSyncChannel } from "./sync_channel.ts";
 import type { Plain } from "./codec.ts";
 import { INIT_VERSION_KEY, type StorageAnswer, type StorageRequest } from "./storage_protocol.ts";
+import { workerScope } from "../worker_scope.ts";
 
 /** The first message the worker gets. */
 export interface StorageWorkerInit {
@@ -20,7 +19,7 @@ export interface StorageWorkerInit {
   maxOpenDatabases: number;
 }
 
-self.onmessage = (event: MessageEvent<StorageWorkerInit>) => {
+workerScope.onmessage = (event: MessageEvent<StorageWorkerInit>) => {
   const { channel, maxOpenDatabases } = event.data;
   const open = new Map<string, ActorDatabase>();
   const madeDirs = new Set<string>();
@@ -90,5 +89,5 @@ self.onmessage = (event: MessageEvent<StorageWorkerInit>) => {
     }
     return { answer: answer as unknown as Plain, stop: typed.op === "shutdown" };
   });
-  self.close();
+  workerScope.close();
 };

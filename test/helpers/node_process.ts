@@ -31,14 +31,20 @@ const MAIN = `${ROOT}main.ts`;
 const START_TIMEOUT_MS = 30_000;
 
 /** Runs the CLI to completion and returns its status and output. */
-export async function runWasmkeep(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+export async function runWasmkeep(
+  args: string[],
+): Promise<{ code: number; stdout: string; stderr: string }> {
   const output = await new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", MAIN, ...args],
     stdout: "piped",
     stderr: "piped",
   }).output();
   const decoder = new TextDecoder();
-  return { code: output.code, stdout: decoder.decode(output.stdout), stderr: decoder.decode(output.stderr) };
+  return {
+    code: output.code,
+    stdout: decoder.decode(output.stdout),
+    stderr: decoder.decode(output.stderr),
+  };
 }
 
 /**
@@ -70,7 +76,10 @@ export async function startNode(args: string[]): Promise<NodeProcess> {
     listening.reject(new Error(`the node exited before listening:\n${text}`));
   })();
   const timer = setTimeout(
-    () => listening.reject(new Error(`the node did not listen within ${START_TIMEOUT_MS} ms:\n${text}`)),
+    () =>
+      listening.reject(
+        new Error(`the node did not listen within ${START_TIMEOUT_MS} ms:\n${text}`),
+      ),
     START_TIMEOUT_MS,
   );
   let url: string;

@@ -13,7 +13,15 @@ Deno.test("serve exits with the probe's message on a store that ignores conditio
   console.error = (...args: unknown[]) => errors.push(args.join(" "));
   try {
     const code = await runCli(
-      ["serve", "--actor", `counter=${COUNTER_WASM}`, "--data-dir", dataDir, "--listen", "127.0.0.1:0"],
+      [
+        "serve",
+        "--actor",
+        `counter=${COUNTER_WASM}`,
+        "--data-dir",
+        dataDir,
+        "--listen",
+        "127.0.0.1:0",
+      ],
       { bucket: new CarelessBucket(), log: createLogger({ sink: (line) => lines.push(line) }) },
     );
     assert.equal(code, 1);
@@ -21,8 +29,14 @@ Deno.test("serve exits with the probe's message on a store that ignores conditio
     console.error = consoleError;
     await Deno.remove(dataDir, { recursive: true });
   }
-  assert.match(errors.join("\n"), /failed the start-up probe: the bucket accepted a create over an existing object/);
-  assert.ok(lines.some((line) => line.includes("the bucket failed the start-up probe")), lines.join("\n"));
+  assert.match(
+    errors.join("\n"),
+    /failed the start-up probe: the bucket accepted a create over an existing object/,
+  );
+  assert.ok(
+    lines.some((line) => line.includes("the bucket failed the start-up probe")),
+    lines.join("\n"),
+  );
 });
 
 Deno.test("a node is not ready while its bucket does not answer, and stops cleanly", async () => {

@@ -5,15 +5,36 @@ Deno.test("usage errors exit 2 naming the flag", async () => {
   for (
     const [args, message] of [
       [["serve", "--bogus"], /unknown flag --bogus for 'serve'/],
-      [["serve", "--actor", `counter=${COUNTER_WASM}`, "--event-timeout-secs", "soon"], /--event-timeout-secs must be a whole number, not 'soon'/],
+      [
+        ["serve", "--actor", `counter=${COUNTER_WASM}`, "--event-timeout-secs", "soon"],
+        /--event-timeout-secs must be a whole number, not 'soon'/,
+      ],
       [["serve", "--actor", "counter"], /--actor must be CLASS=PATH, not 'counter'/],
-      [["serve", "--actor", `Counter=${COUNTER_WASM}`], /--actor Counter=.*: a class name is lower-case/],
+      [
+        ["serve", "--actor", `Counter=${COUNTER_WASM}`],
+        /--actor Counter=.*: a class name is lower-case/,
+      ],
       [["serve"], /serve needs at least one actor class: --actor CLASS=PATH/],
-      [["serve", "--actor", `counter=${COUNTER_WASM}`, "--listen", "nowhere"], /--listen must be HOST:PORT/],
-      [["serve", "--actor", `counter=${COUNTER_WASM}`, "--node-id", "Bad_Id"], /--node-id must be lower-case/],
-      [["serve", "--actor", `counter=${COUNTER_WASM}`, "--bucket", "ftp://x"], /--bucket must be s3:\/\/BUCKET/],
-      [["serve", "--actor", `counter=${COUNTER_WASM}`, "--config", "other=x.env"], /no --actor gives class 'other'/],
-      [["serve", "--actor", `counter=${COUNTER_WASM}`, "--max-queued-events", "0"], /--max-queued-events must be at least 1/],
+      [
+        ["serve", "--actor", `counter=${COUNTER_WASM}`, "--listen", "nowhere"],
+        /--listen must be HOST:PORT/,
+      ],
+      [
+        ["serve", "--actor", `counter=${COUNTER_WASM}`, "--node-id", "Bad_Id"],
+        /--node-id must be lower-case/,
+      ],
+      [
+        ["serve", "--actor", `counter=${COUNTER_WASM}`, "--bucket", "ftp://x"],
+        /--bucket must be s3:\/\/BUCKET/,
+      ],
+      [
+        ["serve", "--actor", `counter=${COUNTER_WASM}`, "--config", "other=x.env"],
+        /no --actor gives class 'other'/,
+      ],
+      [
+        ["serve", "--actor", `counter=${COUNTER_WASM}`, "--max-queued-events", "0"],
+        /--max-queued-events must be at least 1/,
+      ],
       [["frobnicate"], /unknown command 'frobnicate'/],
     ] as const
   ) {
@@ -32,12 +53,21 @@ Deno.test("a broken component is refused at start, naming the file and the probl
     for (
       const [path, problem] of [
         [`${fixtures}/not_a_component.wasm`, /is a core WebAssembly module, not a component/],
-        [`${fixtures}/wrong_world.wasm`, /does not target the world wasmkeep:actor\/actor: it lacks the exports on-init, on-request/],
+        [
+          `${fixtures}/wrong_world.wasm`,
+          /does not target the world wasmkeep:actor\/actor: it lacks the exports on-init, on-request/,
+        ],
         [junk, /is not a WebAssembly file/],
         [`${dataDir}/missing.wasm`, /no such file/],
       ] as const
     ) {
-      const { code, stderr } = await runWasmkeep(["serve", "--actor", `x=${path}`, "--data-dir", dataDir]);
+      const { code, stderr } = await runWasmkeep([
+        "serve",
+        "--actor",
+        `x=${path}`,
+        "--data-dir",
+        dataDir,
+      ]);
       assert.equal(code, 1, stderr);
       assert.ok(stderr.includes(path), stderr);
       assert.match(stderr, problem);

@@ -34,13 +34,19 @@ Deno.test("100 concurrent POSTs to one actor run one at a time and end at 100", 
   const node = await startNode(["--actor", `counter=${COUNTER_WASM}`, "--data-dir", dataDir]);
   try {
     const answers = await Promise.all(
-      Array.from({ length: 100 }, () =>
-        fetch(`${node.url}/actor/counter/hot`, { method: "POST" }).then(async (r) => {
-          assert.equal(r.status, 200);
-          return Number((await r.text()).trim());
-        })),
+      Array.from(
+        { length: 100 },
+        () =>
+          fetch(`${node.url}/actor/counter/hot`, { method: "POST" }).then(async (r) => {
+            assert.equal(r.status, 200);
+            return Number((await r.text()).trim());
+          }),
+      ),
     );
-    assert.deepEqual(answers.toSorted((a, b) => a - b), Array.from({ length: 100 }, (_, i) => i + 1));
+    assert.deepEqual(
+      answers.toSorted((a, b) => a - b),
+      Array.from({ length: 100 }, (_, i) => i + 1),
+    );
     const final = await fetch(`${node.url}/actor/counter/hot`);
     assert.equal((await final.text()).trim(), "100");
   } finally {

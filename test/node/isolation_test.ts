@@ -27,7 +27,11 @@ Deno.test("a trap answers 500 with a logged error id, rolls back, and the next r
 
     assert.equal(await text(await fetch(`${actor}/rows`)), "1");
     assert.equal((await fetch(`${actor}/tx-trap`)).status, 500);
-    assert.equal(await text(await fetch(`${actor}/rows`)), "1", "the trapped transaction was rolled back");
+    assert.equal(
+      await text(await fetch(`${actor}/rows`)),
+      "1",
+      "the trapped transaction was rolled back",
+    );
 
     const open = await fetch(`${actor}/open-tx`);
     assert.equal(open.status, 500);
@@ -69,7 +73,10 @@ Deno.test("an endless loop gets 504 while health and other actors keep answering
     const other = await fetch(`${node.url}/actor/testbed/${stranger}/insert?y`);
     assert.equal(other.status, 200);
     await other.body?.cancel();
-    assert.ok(performance.now() - started < 1500, "health and another actor answered during the loop");
+    assert.ok(
+      performance.now() - started < 1500,
+      "health and another actor answered during the loop",
+    );
 
     const timedOut = await loop;
     assert.equal(timedOut.status, 504);

@@ -18,7 +18,10 @@ Deno.test("an idle actor hibernates and wakes with its state", async () => {
     "1",
   ]);
   try {
-    assert.equal(await text(await fetch(`${node.url}/actor/counter/sleepy`, { method: "POST" })), "1");
+    assert.equal(
+      await text(await fetch(`${node.url}/actor/counter/sleepy`, { method: "POST" })),
+      "1",
+    );
     assert.equal(await text(await fetch(`${node.url}/actor/testbed/sleepy/inits`)), "1");
     assert.equal(await metric(node.url, "wasmkeep_resident_actors"), 2);
     let resident: number | undefined = 2;
@@ -27,7 +30,10 @@ Deno.test("an idle actor hibernates and wakes with its state", async () => {
       resident = await metric(node.url, "wasmkeep_resident_actors");
     }
     assert.equal(resident, 0, "both actors hibernated");
-    assert.equal(await text(await fetch(`${node.url}/actor/counter/sleepy`, { method: "POST" })), "2");
+    assert.equal(
+      await text(await fetch(`${node.url}/actor/counter/sleepy`, { method: "POST" })),
+      "2",
+    );
     assert.equal(
       await text(await fetch(`${node.url}/actor/testbed/sleepy/inits`)),
       "1",
@@ -75,7 +81,11 @@ Deno.test("on-init runs once per code version; a failing on-init fails the event
     }
     await node.stop();
     node = await startNode(["--actor", `testbed=${TESTBED_WASM}`, "--data-dir", dataDir]);
-    assert.equal(await text(await fetch(`${node.url}/actor/testbed/v/inits`)), "1", "same version after a restart");
+    assert.equal(
+      await text(await fetch(`${node.url}/actor/testbed/v/inits`)),
+      "1",
+      "same version after a restart",
+    );
     await node.stop();
     const failing = `${ROOT}test/fixtures/components/testbed_init_fails.wasm`;
     node = await startNode(["--actor", `testbed=${failing}`, "--data-dir", dataDir]);
@@ -91,7 +101,7 @@ Deno.test("on-init runs once per code version; a failing on-init fails the event
 Deno.test("config values, the actor's id, logs, and clear errors for features not built yet", async () => {
   const dataDir = await Deno.makeTempDir();
   const configFile = `${dataDir}/testbed.env`;
-  await Deno.writeTextFile(configFile, "# greeting\nGREETING=hello world\nQUOTED=\"a\\nb\"\n");
+  await Deno.writeTextFile(configFile, '# greeting\nGREETING=hello world\nQUOTED="a\\nb"\n');
   const node = await startNode([
     "--actor",
     `testbed=${TESTBED_WASM}`,
