@@ -521,26 +521,47 @@ void wk_buf_i64(wk_buf *b, int64_t v) {
   }
 }
 
+/* Fixed notation with up to 15 significant digits, at least one fraction
+ * digit (like SQLite's "3.0"); v must be in [0, 1e15). */
+static void buf_f64_fixed(wk_buf *b, double v) {
+  uint64_t ip = (uint64_t)v;
+  int int_digits = 1;
+  for (uint64_t t = ip; t >= 10; t /= 10) int_digits++;
+  int k = 15 - int_digits;
+  if (k < 1) k = 1;
+  uint64_t scale = 1;
+  for (int i = 0; i < k; i++) scale *= 10;
+  uint64_t frac = (uint64_t)((v - (double)ip) * (double)scale + 0.5);
+  if (frac >= scale) { ip++; frac -= scale; }
+  wk_buf_u64(b, ip);
+  wk_buf_char(b, '.');
+  char digits[15];
+  for (int i = k - 1; i >= 0; i--) { digits[i] = (char)('0' + frac % 10); frac /= 10; }
+  int n = k;
+  while (n > 1 && digits[n - 1] == '0') n--;
+  wk_buf_bytes(b, digits, (size_t)n);
+}
+
+/* A readable rendering of a double: "2.5", "3.0", "1.0e+20", "1.5e-07".
+ * Good for tests and logs; not a shortest-round-trip printer. */
 void wk_buf_f64(wk_buf *b, double v) {
   if (v != v) { wk_buf_cstr(b, "NaN"); return; }
   if (v < 0) { wk_buf_char(b, '-'); v = -v; }
   if (v - v != 0) { wk_buf_cstr(b, "Inf"); return; }
-  /* Large values: scale down and print a decimal exponent. */
-  int exp10 = 0;
-  while (v >= 1e15) { v /= 10; exp10++; }
-  /* Integer part, then up to 9 fraction digits, trailing zeros dropped:
-   * enough for tests and logs, not a full shortest-round-trip printer. */
-  uint64_t ip = (uint64_t)v;
-  uint64_t frac = (uint64_t)((v - (double)ip) * 1e9 + 0.5);
-  if (frac >= 1000000000u) { ip++; frac -= 1000000000u; }
-  wk_buf_u64(b, ip);
-  wk_buf_char(b, '.');
-  char digits[9];
-  for (int i = 8; i >= 0; i--) { digits[i] = (char)('0' + frac % 10); frac /= 10; }
-  int n = 9;
-  while (n > 1 && digits[n - 1] == '0') n--;
-  wk_buf_bytes(b, digits, (size_t)n);
-  if (exp10) { wk_buf_char(b, 'e'); wk_buf_u64(b, (uint64_t)exp10); }
+  if (v == 0 || (v >= 1e-4 && v < 1e15)) { buf_f64_fixed(b, v); return; }
+  int e = 0;
+  while (v >= 10) { v /= 10; e++; }
+  while (v < 1) { v *= 10; e--; }
+  buf_f64_fixed(b, v);
+  if (b->len >= 4 && b->ptr[b->len - 4] == '1' && b->ptr[b->len - 3] == '0' &&
+      b->ptr[b->len - 2] == '.' && b->ptr[b->len - 1] == '0') {
+    /* 9.99999... rounded up to "10.0": renormalise. */
+    b->len -= 4;
+    wk_buf_cstr(b, "1.0");
+    e++;
+  }
+  wk_buf_cstr(b, e < 0 ? "e-" : "e+");
+  wk_buf_u64(b, (uint64_t)(e < 0 ? -e : e));
 }
 
 void wk_buf_value(wk_buf *b, const wk_value *v) {
