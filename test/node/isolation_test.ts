@@ -96,3 +96,44 @@ Deno.test("an endless loop gets 504 while health and other actors keep answering
     await Deno.remove(dataDir, { recursive: true });
   }
 });
+
+Deno.test("a full queue answers 503 with Retry-After, and a stop lets the event under way end", async () => {
+  const dataDir = await Deno.makeTempDir();
+  const node = await startNode([
+    "--actor",
+    `testbed=${TESTBED_WASM}`,
+    "--data-dir",
+    dataDir,
+    "--event-timeout-secs",
+    "2",
+    "--max-queued-events",
+    "2",
+  ]);
+  try {
+    const loop = fetch(`${node.url}/actor/testbed/busy/loop`);
+    await new Promise((r) => setTimeout(r, 300));
+    const queued = [
+      fetch(`${node.url}/actor/testbed/busy/rows`),
+      fetch(`${node.url}/actor/testbed/busy/rows`),
+    ];
+    await new Promise((r) => setTimeout(r, 100));
+    const refused = await fetch(`${node.url}/actor/testbed/busy/rows`);
+    assert.equal(refused.status, 503);
+    assert.equal(refused.headers.get("retry-after"), "1");
+    assert.match(await text(refused), /the actor has 2 events waiting; retry/);
+
+    // The stop waits for the event under way (ended by its 504) and the
+    // queued ones, then exits cleanly.
+    const stopped = node.stop();
+    assert.equal((await loop).status, 504);
+    for (const response of await Promise.all(queued)) {
+      assert.equal(response.status, 200);
+      assert.equal(await text(response), "0");
+    }
+    assert.equal((await stopped).code, 0);
+    assert.match(node.logs(), /node stopped/);
+  } finally {
+    await node.stop();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
