@@ -63,6 +63,7 @@ const targets: Target[] = [
  * A plain core module, not a component: exports `run: () -> i32` returning 42.
  * Written out by hand so it needs no toolchain at all.
  */
+// deno-fmt-ignore
 const NOT_A_COMPONENT = new Uint8Array([
   0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, core version 1
   0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7f, // type section: () -> i32

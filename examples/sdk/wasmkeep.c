@@ -440,15 +440,15 @@ static int hex_digit(char c) {
   return -1;
 }
 
-wk_str wk_percent_decode(wk_str s) {
+static wk_str decode(wk_str s, int plus_is_space) {
   char *out = wk_alloc(s.len ? s.len : 1, 1);
   size_t n = 0;
   for (size_t i = 0; i < s.len; i++) {
     char c = s.ptr[i];
-    if (c == '+') {
+    if (c == '+' && plus_is_space) {
       c = ' ';
-    } else if (c == '%' && i + 2 < s.len &&
-               hex_digit(s.ptr[i + 1]) >= 0 && hex_digit(s.ptr[i + 2]) >= 0) {
+    } else if (c == '%' && i + 2 < s.len && hex_digit(s.ptr[i + 1]) >= 0 &&
+               hex_digit(s.ptr[i + 2]) >= 0) {
       c = (char)(hex_digit(s.ptr[i + 1]) * 16 + hex_digit(s.ptr[i + 2]));
       i += 2;
     }
@@ -457,6 +457,9 @@ wk_str wk_percent_decode(wk_str s) {
   return (wk_str){out, n};
 }
 
+wk_str wk_percent_decode(wk_str s) { return decode(s, 0); }
+wk_str wk_form_decode(wk_str s) { return decode(s, 1); }
+
 int wk_query_param(wk_str query, wk_str name, wk_str *value) {
   size_t i = 0;
   while (i <= query.len) {
@@ -464,8 +467,8 @@ int wk_query_param(wk_str query, wk_str name, wk_str *value) {
     size_t amp = wk_find(rest, '&');
     wk_str pair = wk_slice(rest, 0, amp);
     size_t eq = wk_find(pair, '=');
-    if (wk_eq(wk_percent_decode(wk_slice(pair, 0, eq)), name)) {
-      if (value) *value = wk_percent_decode(wk_slice(pair, eq + 1, pair.len));
+    if (wk_eq(wk_form_decode(wk_slice(pair, 0, eq)), name)) {
+      if (value) *value = wk_form_decode(wk_slice(pair, eq + 1, pair.len));
       return 1;
     }
     i += amp + 1;

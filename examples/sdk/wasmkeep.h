@@ -170,10 +170,13 @@ size_t wk_find(wk_str s, char c);
 wk_bytes wk_str_bytes(wk_str s);
 wk_str wk_bytes_str(wk_bytes b);
 
-/* Percent-decodes a query component (also '+' -> ' '), into the heap. */
+/* Percent-decodes %XX escapes (into the heap); '+' stays '+'. For paths and
+ * raw query strings. */
 wk_str wk_percent_decode(wk_str s);
-/* Looks up `name` in an `a=b&c=d` query; returns 1 and the decoded value
- * when present (a bare `name` gives an empty value). */
+/* The same, also turning '+' into ' ', as in form-encoded `a=b&c=d` queries. */
+wk_str wk_form_decode(wk_str s);
+/* Looks up `name` in an `a=b&c=d` query; returns 1 and the form-decoded
+ * value when present (a bare `name` gives an empty value). */
 int wk_query_param(wk_str query, wk_str name, wk_str *value);
 /* Parses a non-negative decimal; returns 1 when all of s is digits. */
 int wk_parse_u64(wk_str s, uint64_t *out);
