@@ -6,6 +6,7 @@
 
 import { UsageError } from "./args.ts";
 import { SERVE_HELP, serveCommand } from "./serve.ts";
+import { runExecutor } from "../src/actors/executor_main.ts";
 import { VERSION } from "../src/version.ts";
 import { ComponentError } from "../src/actors/component.ts";
 import { type NodeDependencies, NodeStartError } from "../src/node.ts";
@@ -65,6 +66,11 @@ export async function runCli(args: string[], deps: NodeDependencies = {}): Promi
         return 0;
       case "serve":
         return await serveCommand(rest, deps);
+      case "__executor":
+        // A node's executor process, started by the node itself (how a
+        // compiled binary runs its executors): not for people.
+        await runExecutor();
+        return 0;
       default:
         throw new UsageError(`unknown command '${command}' (see wasmkeep --help)`);
     }

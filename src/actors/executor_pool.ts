@@ -1,9 +1,9 @@
 /**
- * The execution plane as the main thread sees it: a few execution workers,
- * each paired with a storage worker, actors sharded over them by key. The
- * pool enforces the wall-clock limit of events: an event past it is answered
- * 504, and a worker stuck in it is terminated and replaced without touching
- * the other workers, the main thread or any SQLite connection.
+ * The execution plane as the main thread sees it: a few executor processes
+ * (executor_main.ts), actors sharded over them by key. The pool enforces the
+ * wall-clock limit of events: an event past it is answered 504, and an
+ * executor stuck in it is killed and replaced without touching the other
+ * executors or the main thread.
  *
  * @module
  */
@@ -11,25 +11,24 @@
 import type { Clock, Timer } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
 import { type ActorKey, actorKeyString } from "./key.ts";
-import {
-  type ActorRequest,
-  type ActorResponse,
-  type FromExecutor,
-  PROGRESS_RUNNING,
-  PROGRESS_STARTED,
-  type ToExecutor,
-  type WorkerClass,
+import type {
+  ActorRequest,
+  ActorResponse,
+  FromExecutor,
+  ToExecutor,
+  WorkerClass,
 } from "./protocol.ts";
-import { createSyncChannelBuffer } from "../sqlite/sync_channel.ts";
-import type { StorageWorkerInit } from "../sqlite/storage_worker.ts";
+import { FrameEncoder, readFrames } from "./frames.ts";
+import type { Plain } from "../sqlite/codec.ts";
 
 /**
- * How long a worker that is not stuck in a timed-out event gets to confirm
- * it dropped that event before it is treated as stuck and replaced.
+ * How long an executor gets to confirm it dropped a timed-out event before
+ * it is treated as stuck and killed. A stuck executor cannot answer at all;
+ * one whose event awaits the host answers at once.
  */
-export const ABANDON_GRACE_MS = 1000;
+export const ABANDON_GRACE_MS = 500;
 
-/** How long closing waits for the workers to close their databases. */
+/** How long closing waits for the executors to close their databases. */
 export const CLOSE_GRACE_MS = 5000;
 
 /** How an event ended. */
@@ -39,7 +38,7 @@ export type EventOutcome =
 
 /** Options of {@linkcode ExecutorPool}. */
 export interface ExecutorPoolOptions {
-  /** Number of execution workers (one per core by default). */
+  /** Number of executor processes (one per core by default). */
   size: number;
   dataDir: string;
   classes: WorkerClass[];
@@ -59,17 +58,17 @@ interface PendingEvent {
   actor: ActorKey;
   request: ActorRequest;
   resolve: (outcome: EventOutcome) => void;
-  timer: Timer;
+  /** Armed once the event is the oldest of its executor: when it starts running. */
+  timer: Timer | undefined;
   timedOut: boolean;
 }
 
 interface Executor {
   index: number;
-  worker: Worker;
-  storage: Worker;
-  channel: SharedArrayBuffer;
-  progress: Int32Array;
-  progressBuffer: SharedArrayBuffer;
+  process: Deno.ChildProcess;
+  writer: WritableStreamDefaultWriter<Uint8Array>;
+  /** Set when the pool killed the process on purpose. */
+  killed: boolean;
   pending: Map<number, PendingEvent>;
   closed?: () => void;
 }
@@ -98,29 +97,14 @@ export function shardOf(id: string, size: number): number {
 export class ExecutorPool {
   readonly #options: ExecutorPoolOptions;
   readonly #executors: Executor[] = [];
+  readonly #encoder = new FrameEncoder();
   #seq = 0;
+  #closing = false;
 
   constructor(options: ExecutorPoolOptions) {
     this.#options = options;
-    const perStorage = Math.max(1, Math.floor(options.maxOpenDatabases / options.size));
     for (let index = 0; index < options.size; index++) {
-      const channel = createSyncChannelBuffer();
-      const storage = new Worker(new URL("../sqlite/storage_worker.ts", import.meta.url).href, {
-        type: "module",
-      });
-      storage.postMessage({ channel, maxOpenDatabases: perStorage } satisfies StorageWorkerInit);
-      const progressBuffer = new SharedArrayBuffer(8);
-      const executor: Executor = {
-        index,
-        storage,
-        channel,
-        progressBuffer,
-        progress: new Int32Array(progressBuffer),
-        pending: new Map(),
-        worker: undefined as unknown as Worker,
-      };
-      this.#startWorker(executor);
-      this.#executors.push(executor);
+      this.#executors.push(this.#spawn(index, []));
     }
   }
 
@@ -129,49 +113,87 @@ export class ExecutorPool {
     return shardOf(actorKeyString(actor), this.#executors.length);
   }
 
-  #startWorker(executor: Executor) {
-    const worker = new Worker(new URL("./executor_worker.ts", import.meta.url).href, {
-      type: "module",
-    });
-    worker.onmessage = (event: MessageEvent<FromExecutor>) => this.#onMessage(executor, event.data);
-    worker.onerror = (event) => {
-      event.preventDefault();
-      this.#options.log.error("execution worker failed", {
-        executor: executor.index,
-        error: event.message,
-      });
-      this.#replace(executor, undefined);
+  #spawn(index: number, replay: PendingEvent[]): Executor {
+    const process = new Deno.Command(Deno.execPath(), {
+      args: executorArgs(),
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn();
+    const executor: Executor = {
+      index,
+      process,
+      writer: process.stdin.getWriter(),
+      killed: false,
+      pending: new Map(),
     };
-    Atomics.store(executor.progress, PROGRESS_RUNNING, 0);
-    Atomics.store(executor.progress, PROGRESS_STARTED, 0);
-    const init: ToExecutor = {
+    this.#write(executor, {
       type: "init",
-      channel: executor.channel,
-      progress: executor.progressBuffer,
       dataDir: this.#options.dataDir,
+      maxOpenDatabases: Math.max(
+        1,
+        Math.floor(this.#options.maxOpenDatabases / this.#options.size),
+      ),
       classes: this.#options.classes,
       logLevel: this.#options.logLevel,
-    };
-    worker.postMessage(init);
-    executor.worker = worker;
+    });
+    for (const event of replay) this.#send(executor, event);
+    this.#read(executor);
+    return executor;
+  }
+
+  async #read(executor: Executor) {
+    try {
+      for await (const message of readFrames(executor.process.stdout)) {
+        this.#onMessage(executor, message as unknown as FromExecutor);
+      }
+    } catch (error) {
+      if (!executor.killed) {
+        this.#options.log.error("bad message from an executor", {
+          executor: executor.index,
+          error: String(error),
+        });
+      }
+    }
+    const status = await executor.process.status;
+    executor.closed?.();
+    if (executor.killed || this.#closing) return;
+    // It died by itself (a crash, or killed from outside): nothing tells
+    // which of its events had started, so none is run again.
+    this.#options.log.error("executor exited", {
+      executor: executor.index,
+      code: status.code,
+      signal: status.signal ?? undefined,
+    });
+    this.#replace(executor, "crashed");
+  }
+
+  #write(executor: Executor, message: ToExecutor) {
+    // The frame is copied: the encoder's buffer is reused by the next write
+    // while this one may still be queued in the stream.
+    const frame = this.#encoder.encode(message as unknown as Plain).slice();
+    executor.writer.write(frame).catch(() => {
+      // The process is gone; its reader notices and replaces it.
+    });
   }
 
   #onMessage(executor: Executor, message: FromExecutor) {
     switch (message.type) {
       case "ready":
-        return;
       case "closed":
-        executor.closed?.();
         return;
       case "abandoned":
         executor.pending.delete(message.seq);
+        this.#armHead(executor);
         return;
       case "done":
       case "failed": {
         const pending = executor.pending.get(message.seq);
-        if (!pending || pending.timedOut) return;
+        if (!pending) return;
         executor.pending.delete(message.seq);
-        pending.timer.cancel();
+        this.#armHead(executor);
+        if (pending.timedOut) return;
+        pending.timer?.cancel();
         pending.resolve(
           message.type === "done"
             ? { kind: "response", response: message.response }
@@ -181,23 +203,34 @@ export class ExecutorPool {
     }
   }
 
-  #send(executor: Executor, pending: PendingEvent) {
-    pending.timer = this.#options.clock.setTimer(
+  /**
+   * An executor runs its events in the order it got them, so the oldest
+   * pending one is the one running: the wall-clock limit counts from when an
+   * event becomes the oldest, not from when it was queued behind others.
+   */
+  #armHead(executor: Executor) {
+    const head = executor.pending.values().next().value;
+    if (!head || head.timer) return;
+    head.timer = this.#options.clock.setTimer(
       this.#options.eventTimeoutMs,
-      () => this.#onTimeout(executor, pending),
-    );
-    executor.pending.set(pending.seq, pending);
-    executor.worker.postMessage(
-      {
-        type: "event",
-        seq: pending.seq,
-        actor: pending.actor,
-        request: pending.request,
-      } satisfies ToExecutor,
+      () => this.#onTimeout(executor.index, head),
     );
   }
 
-  #onTimeout(executor: Executor, pending: PendingEvent) {
+  #send(executor: Executor, pending: PendingEvent) {
+    pending.timer = undefined;
+    executor.pending.set(pending.seq, pending);
+    this.#armHead(executor);
+    this.#write(executor, {
+      type: "event",
+      seq: pending.seq,
+      actor: pending.actor,
+      request: pending.request,
+    });
+  }
+
+  #onTimeout(index: number, pending: PendingEvent) {
+    const executor = this.#executors[index];
     pending.timedOut = true;
     const seconds = this.#options.eventTimeoutMs / 1000;
     pending.resolve({
@@ -205,51 +238,48 @@ export class ExecutorPool {
       status: 504,
       message: `the actor did not finish its event within ${seconds} s`,
     });
-    const id = actorKeyString(pending.actor);
-    if (Atomics.load(executor.progress, PROGRESS_RUNNING) === pending.seq) {
-      this.#options.log.warn("event over its wall-clock limit; replacing its worker", {
-        actor: id,
-      });
-      this.#replace(executor, pending.seq);
-      return;
-    }
-    // Not running now: it waits on the host. Drop it, and replace the worker
-    // only if the worker turns out to be stuck after all.
-    executor.worker.postMessage(
-      { type: "abandon", seq: pending.seq, actor: pending.actor } satisfies ToExecutor,
-    );
-    const worker = executor.worker;
+    // An executor that still reads its messages drops the event at once;
+    // one stuck in the event cannot, and is killed.
+    this.#write(executor, { type: "abandon", seq: pending.seq, actor: pending.actor });
     this.#options.clock.setTimer(ABANDON_GRACE_MS, () => {
-      if (executor.worker === worker && executor.pending.has(pending.seq)) {
-        this.#options.log.warn("worker did not drop a timed-out event; replacing it", {
-          actor: id,
+      if (this.#executors[index] === executor && executor.pending.has(pending.seq)) {
+        this.#options.log.warn("event over its wall-clock limit; replacing its executor", {
+          actor: actorKeyString(pending.actor),
         });
-        this.#replace(executor, pending.seq);
+        this.#replace(executor, "stuck");
       }
     });
   }
 
-  #replace(executor: Executor, stuckSeq: number | undefined) {
-    const started = Atomics.load(executor.progress, PROGRESS_STARTED);
-    executor.worker.terminate();
-    const pending = [...executor.pending.values()];
-    executor.pending.clear();
-    this.#startWorker(executor);
-    this.#options.onExecutorReplaced?.(executor.index);
-    for (const event of pending) {
-      if (event.timedOut || event.seq === stuckSeq) continue;
-      event.timer.cancel();
-      if (event.seq > started) {
-        // Never started: safe to run on the new worker.
-        this.#send(executor, event);
+  #replace(executor: Executor, why: "stuck" | "crashed") {
+    if (this.#executors[executor.index] !== executor || this.#closing) return;
+    executor.killed = true;
+    try {
+      executor.process.kill("SIGKILL");
+    } catch {
+      // Already exited.
+    }
+    const replay: PendingEvent[] = [];
+    for (const event of executor.pending.values()) {
+      if (event.timedOut) continue;
+      event.timer?.cancel();
+      // A stuck executor runs one event at a time, and the stuck one has
+      // timed out: the others were still waiting in its input, never
+      // started, and are safe to run on the new one (issue 4 adds events
+      // that wait on the host; those will be failed here instead).
+      if (why === "stuck") {
+        replay.push(event);
       } else {
         event.resolve({
           kind: "failed",
           status: 503,
-          message: "the actor's worker was restarted while this event ran; it may have run in part",
+          message: "the actor's executor stopped while this event was under way; retry",
         });
       }
     }
+    executor.pending.clear();
+    this.#executors[executor.index] = this.#spawn(executor.index, replay);
+    this.#options.onExecutorReplaced?.(executor.index);
   }
 
   /** Runs one request event. The caller keeps events of one actor in order. */
@@ -261,7 +291,7 @@ export class ExecutorPool {
         actor,
         request,
         resolve,
-        timer: { cancel() {} },
+        timer: undefined,
         timedOut: false,
       };
       this.#send(executor, pending);
@@ -270,21 +300,20 @@ export class ExecutorPool {
 
   /** Drops an idle actor's instance and closes its database. */
   drop(actor: ActorKey): void {
-    this.#executors[this.executorOf(actor)].worker.postMessage(
-      { type: "drop", actor } satisfies ToExecutor,
-    );
+    this.#write(this.#executors[this.executorOf(actor)], { type: "drop", actor });
   }
 
   /**
-   * Closes every database and ends the workers. Call once no event is
-   * pending; a worker still stuck after {@linkcode CLOSE_GRACE_MS} is ended
-   * anyway (the process is about to exit and its files close with it).
+   * Closes every database and ends the executors. Call once no event is
+   * pending; an executor still busy after {@linkcode CLOSE_GRACE_MS} is
+   * killed.
    */
   async close(): Promise<void> {
+    this.#closing = true;
     const closed = Promise.all(this.#executors.map((executor) =>
       new Promise<void>((resolve) => {
         executor.closed = resolve;
-        executor.worker.postMessage({ type: "shutdown" } satisfies ToExecutor);
+        this.#write(executor, { type: "shutdown" });
       })
     ));
     const controller = new AbortController();
@@ -292,8 +321,24 @@ export class ExecutorPool {
     await Promise.race([closed, grace]);
     controller.abort();
     for (const executor of this.#executors) {
-      executor.worker.terminate();
-      executor.storage.terminate();
+      executor.killed = true;
+      try {
+        executor.process.kill("SIGKILL");
+      } catch {
+        // Exited already, as it should have.
+      }
+      await executor.process.status;
+      await executor.writer.close().catch(() => {});
     }
   }
+}
+
+/**
+ * How to start an executor: the compiled binary runs itself with a hidden
+ * command; `deno run` runs the executor module by its URL (a file, or JSR).
+ */
+function executorArgs(): string[] {
+  const binary = Deno.execPath().split(/[\\/]/).pop()!;
+  if (!/^deno(\.exe)?$/.test(binary)) return ["__executor"];
+  return ["run", "-A", "--no-prompt", new URL("./executor_main.ts", import.meta.url).href];
 }

@@ -1,5 +1,5 @@
 /**
- * Messages between the control plane (main thread) and an execution worker.
+ * Messages between the control plane (main thread) and an executor process.
  * Small and explicit: run this event, event done, drop this actor.
  *
  * @module
@@ -23,7 +23,7 @@ export interface ActorResponse {
   body: Uint8Array;
 }
 
-/** A class as a worker needs it. */
+/** A class as an executor needs it. */
 export interface WorkerClass {
   className: string;
   hash: string;
@@ -32,23 +32,17 @@ export interface WorkerClass {
   config: Record<string, string>;
 }
 
-/** The first message an execution worker gets. */
+/** The first message an executor gets. */
 export interface ExecutorInit {
   type: "init";
-  /** The storage worker's channel. */
-  channel: SharedArrayBuffer;
-  /**
-   * Two int32 slots the worker writes and the main thread reads even while
-   * the worker is stuck: the event running synchronously now (0 for none),
-   * and the highest event sequence number started.
-   */
-  progress: SharedArrayBuffer;
   dataDir: string;
+  /** Databases the executor keeps open at once. */
+  maxOpenDatabases: number;
   classes: WorkerClass[];
   logLevel: string;
 }
 
-/** Main thread to worker. */
+/** Main thread to executor. */
 export type ToExecutor =
   | ExecutorInit
   | { type: "event"; seq: number; actor: ActorKey; request: ActorRequest }
@@ -56,18 +50,13 @@ export type ToExecutor =
   | { type: "abandon"; seq: number; actor: ActorKey }
   | { type: "shutdown" };
 
-/** Worker to main thread. */
+/** Executor to main thread. */
 export type FromExecutor =
   | { type: "ready" }
   | { type: "done"; seq: number; response: ActorResponse }
   | { type: "failed"; seq: number; status: number; message: string }
   | { type: "abandoned"; seq: number }
   | { type: "closed" };
-
-/** Index of the "running now" slot in `progress`. */
-export const PROGRESS_RUNNING = 0;
-/** Index of the "highest started" slot in `progress`. */
-export const PROGRESS_STARTED = 1;
 
 /**
  * Path of an actor's database under the data directory.

@@ -9,6 +9,8 @@
 export interface NodeProcess {
   /** `http://127.0.0.1:PORT` of its client listener. */
   url: string;
+  /** Its process id. */
+  pid: number;
   /** Everything it wrote to stderr so far. */
   logs(): string;
   /** Sends SIGTERM and waits for the exit status. */
@@ -103,7 +105,13 @@ export async function startNode(args: string[]): Promise<NodeProcess> {
     await reading;
     return status;
   };
-  return { url, logs: () => text, stop: () => finish("SIGTERM"), kill: () => finish("SIGKILL") };
+  return {
+    url,
+    pid: child.pid,
+    logs: () => text,
+    stop: () => finish("SIGTERM"),
+    kill: () => finish("SIGKILL"),
+  };
 }
 
 /** Reads one metric's value from a node's `/_wasmkeep/metrics`. */
@@ -111,4 +119,33 @@ export async function metric(url: string, name: string): Promise<number | undefi
   const text = await (await fetch(`${url}/_wasmkeep/metrics`)).text();
   const line = text.split("\n").find((l) => l.startsWith(name + " ") || l.startsWith(name + "{"));
   return line === undefined ? undefined : Number(line.split(" ").pop());
+}
+
+/**
+ * CPU time (clock ticks, usually 1/100 s) used so far by a process and all
+ * its descendants that are still running, from /proc.
+ */
+export function processTreeCpuTicks(pid: number): number {
+  const stats = new Map<number, { ppid: number; ticks: number }>();
+  for (const entry of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    try {
+      const text = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
+      const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+      stats.set(Number(entry.name), {
+        ppid: Number(fields[1]),
+        ticks: Number(fields[11]) + Number(fields[12]),
+      });
+    } catch {
+      // The process exited while we looked.
+    }
+  }
+  let total = 0;
+  const queue = [pid];
+  while (queue.length > 0) {
+    const current = queue.pop()!;
+    total += stats.get(current)?.ticks ?? 0;
+    for (const [child, stat] of stats) if (stat.ppid === current) queue.push(child);
+  }
+  return total;
 }

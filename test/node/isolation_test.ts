@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { shardOf } from "../../src/actors/executor_pool.ts";
-import { startNode, TESTBED_WASM } from "../helpers/node_process.ts";
+import { processTreeCpuTicks, startNode, TESTBED_WASM } from "../helpers/node_process.ts";
 
 function nameOnShard(shard: number, prefix: string): string {
   for (let i = 0;; i++) {
@@ -90,7 +90,14 @@ Deno.test("an endless loop gets 504 while health and other actors keep answering
     const again = await fetch(`${node.url}/actor/testbed/${looper}/rows`);
     assert.equal(again.status, 200);
     assert.equal(await text(again), "0");
-    assert.match(node.logs(), /replacing its worker/);
+    assert.match(node.logs(), /replacing its executor/);
+
+    // The loop is over, not just abandoned: the node and its executors sit
+    // idle (a terminated Deno Worker would keep spinning on a core).
+    const before = processTreeCpuTicks(node.pid);
+    await new Promise((r) => setTimeout(r, 1000));
+    const used = processTreeCpuTicks(node.pid) - before;
+    assert.ok(used < 30, `the idle node used ${used} ticks of CPU in one second`);
   } finally {
     await node.stop();
     await Deno.remove(dataDir, { recursive: true });

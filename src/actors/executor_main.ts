@@ -1,0 +1,306 @@
+/**
+ * An executor process: instantiates actor components and runs their events,
+ * with the actors' SQLite databases. The node kills it (SIGKILL) when an
+ * event runs past its wall-clock limit, which ends the loop, the instances
+ * and the database connections with their locks at once; a terminated Deno
+ * Worker would keep spinning and keep its connections (docs/adr/0001).
+ *
+ * It reads framed messages (frames.ts) on stdin and writes them on stdout;
+ * its log goes to stderr, which it shares with the node.
+ *
+ * @module
+ */
+
+import { createLogger, type Logger, type LogLevel } from "../log.ts";
+import { type ActorKey, actorKeyString } from "./key.ts";
+import {
+  actorDatabasePath,
+  type ActorRequest,
+  type ActorResponse,
+  type ExecutorInit,
+  type FromExecutor,
+  type ToExecutor,
+  type WorkerClass,
+} from "./protocol.ts";
+import { FrameEncoder, readFrames } from "./frames.ts";
+import { DatabasePool } from "../sqlite/database_pool.ts";
+import {
+  type ActorDatabase,
+  type SqlError,
+  type SqlValue,
+  toSqlError,
+} from "../sqlite/actor_database.ts";
+import type { Plain } from "../sqlite/codec.ts";
+
+/** The meta key holding the code version whose on-init ran. */
+const INIT_VERSION_KEY = "init_version";
+
+interface ActorExports {
+  onInit(): Promise<void>;
+  onRequest(request: ActorRequest): Promise<ActorResponse>;
+}
+
+interface GlueModule {
+  instantiate(
+    getCoreModule: (name: string) => WebAssembly.Module,
+    imports: Record<string, Record<string, unknown>>,
+  ): Promise<ActorExports>;
+}
+
+interface LoadedClass {
+  spec: WorkerClass;
+  glue: GlueModule;
+  modules: Map<string, WebAssembly.Module>;
+}
+
+interface ResidentActor {
+  key: ActorKey;
+  path: string;
+  exports: ActorExports;
+}
+
+/** Thrown by a host import to return `err(payload)` to the guest (jco's convention). */
+class GuestError {
+  constructor(readonly payload: unknown) {}
+}
+
+/** Raised when an event must fail with a status the actor did not choose. */
+class EventFailure extends Error {
+  constructor(readonly status: number, message: string) {
+    super(message);
+  }
+}
+
+function unavailable(feature: string, needs: string): SqlError {
+  return {
+    code: "WASMKEEP_UNSUPPORTED",
+    message: `${feature} is not available in this version of WasmKeep yet (${needs})`,
+  };
+}
+
+function describe(error: unknown): string {
+  if (error instanceof GuestError) {
+    return `host error not returned to the actor: ${JSON.stringify(error.payload)}`;
+  }
+  if (error instanceof Error) return error.stack ?? error.message;
+  return String(error);
+}
+
+function errorId(): string {
+  return Array.from(
+    crypto.getRandomValues(new Uint8Array(6)),
+    (b) => b.toString(16).padStart(2, "0"),
+  ).join("");
+}
+
+async function loadClass(spec: WorkerClass): Promise<LoadedClass> {
+  // The glue is generated at run time, so it is imported from memory: a
+  // compiled binary has no source tree to import it from.
+  const url = URL.createObjectURL(new Blob([spec.glue], { type: "text/javascript" }));
+  try {
+    const glue = await import(url) as GlueModule;
+    const modules = new Map<string, WebAssembly.Module>();
+    for (const [name, bytes] of Object.entries(spec.coreModules)) {
+      modules.set(name, new WebAssembly.Module(bytes as Uint8Array<ArrayBuffer>));
+    }
+    return { spec, glue, modules };
+  } finally {
+    URL.revokeObjectURL(url);
+  }
+}
+
+/** One executor's state and event loop. */
+class Executor {
+  readonly #classes = new Map<string, LoadedClass>();
+  readonly #resident = new Map<string, ResidentActor>();
+  readonly #databases: DatabasePool;
+  readonly #encoder = new FrameEncoder();
+  readonly #log: Logger;
+
+  constructor(readonly init: ExecutorInit, classes: LoadedClass[]) {
+    for (const loaded of classes) this.#classes.set(loaded.spec.className, loaded);
+    this.#databases = new DatabasePool(init.maxOpenDatabases);
+    this.#log = createLogger({ level: init.logLevel as LogLevel });
+  }
+
+  post(message: FromExecutor) {
+    const frame = this.#encoder.encode(message as unknown as Plain);
+    let written = 0;
+    while (written < frame.length) written += Deno.stdout.writeSync(frame.subarray(written));
+  }
+
+  #db(path: string): ActorDatabase {
+    try {
+      return this.#databases.get(path);
+    } catch (error) {
+      throw new GuestError(toSqlError(error));
+    }
+  }
+
+  #imports(key: ActorKey, path: string, spec: WorkerClass) {
+    const log = this.#log.with({ actor: actorKeyString(key) });
+    const fail = (error: SqlError | string): never => {
+      throw new GuestError(error);
+    };
+    return {
+      "wasmkeep:actor/storage": {
+        exec: (sql: string, params: SqlValue[]) => {
+          try {
+            return this.#db(path).exec(sql, params);
+          } catch (error) {
+            if (error instanceof GuestError) throw error;
+            throw new GuestError(toSqlError(error));
+          }
+        },
+        execDurable: () =>
+          fail(unavailable("storage.exec-durable", "it needs replication to a bucket")),
+        inTransaction: () => this.#databases.peek(path)?.inTransaction ?? false,
+        deleteSelf: () =>
+          fail(unavailable("storage.delete-self", "it needs replication to a bucket")),
+      },
+      "wasmkeep:actor/actors": {
+        self: () => ({ tenant: key.tenant, class: key.class, name: key.name }),
+        call: () => fail(unavailable("actors.call", "calls between actors").message),
+      },
+      "wasmkeep:actor/alarms": {
+        set: () => fail(unavailable("alarms.set", "alarms").message),
+        // No alarm can have been set, so "none" is the true answer.
+        get: () => undefined,
+        delete: () => fail(unavailable("alarms.delete", "alarms").message),
+      },
+      "wasmkeep:actor/websockets": {
+        send: () => fail(unavailable("websockets.send", "WebSockets").message),
+        close: () => fail(unavailable("websockets.close", "WebSockets").message),
+        // No socket can be open, so the empty list is the true answer.
+        connections: () => [],
+      },
+      "wasmkeep:actor/config": {
+        get: (name: string) => Object.hasOwn(spec.config, name) ? spec.config[name] : undefined,
+      },
+      "wasmkeep:actor/log": {
+        log: (level: LogLevel, message: string) => log[level](message.slice(0, 4096)),
+      },
+    };
+  }
+
+  async #wake(key: ActorKey): Promise<ResidentActor> {
+    const loaded = this.#classes.get(key.class);
+    if (!loaded) throw new EventFailure(500, `no class ${key.class} in this executor`);
+    const path = actorDatabasePath(this.init.dataDir, key);
+    const db = this.#db(path);
+    const exports = await loaded.glue.instantiate(
+      (name) => loaded.modules.get(name)!,
+      this.#imports(key, path, loaded.spec),
+    );
+    if (db.getMeta(INIT_VERSION_KEY) !== loaded.spec.hash) {
+      try {
+        await exports.onInit();
+      } catch (error) {
+        const payload = (error as { payload?: unknown }).payload;
+        if (typeof payload !== "string") throw error;
+        throw new EventFailure(500, `the actor's on-init failed: ${payload}`);
+      }
+      if (this.#db(path).inTransaction) {
+        throw new EventFailure(
+          500,
+          "the actor's on-init ended with a transaction open; it was rolled back",
+        );
+      }
+      this.#db(path).setMeta(INIT_VERSION_KEY, loaded.spec.hash);
+    }
+    return { key, path, exports };
+  }
+
+  #discard(id: string, path: string) {
+    this.#resident.delete(id);
+    this.#databases.peek(path)?.rollback();
+  }
+
+  async runEvent(seq: number, key: ActorKey, request: ActorRequest) {
+    const id = actorKeyString(key);
+    const path = actorDatabasePath(this.init.dataDir, key);
+    try {
+      let actor = this.#resident.get(id);
+      if (!actor) {
+        actor = await this.#wake(key);
+        this.#resident.set(id, actor);
+      }
+      const response = await actor.exports.onRequest(request);
+      if (this.#databases.peek(path)?.inTransaction) {
+        throw new EventFailure(500, "the event ended with a transaction open; it was rolled back");
+      }
+      this.post({ type: "done", seq, response });
+    } catch (error) {
+      this.#discard(id, path);
+      if (error instanceof EventFailure) {
+        this.#log.warn("event failed", { actor: id, reason: error.message });
+        this.post({ type: "failed", seq, status: error.status, message: error.message });
+      } else {
+        // A trap or a host failure: the instance may be in any state, so it
+        // is discarded and its open transaction rolled back.
+        const eid = errorId();
+        this.#log.error("actor failed", { actor: id, error_id: eid, error: describe(error) });
+        this.post({
+          type: "failed",
+          seq,
+          status: 500,
+          message: `the actor failed (error id ${eid})`,
+        });
+      }
+    }
+  }
+
+  handle(message: ToExecutor): Promise<void> | void {
+    switch (message.type) {
+      case "event":
+        return this.runEvent(message.seq, message.actor, message.request);
+      case "drop": {
+        this.#resident.delete(actorKeyString(message.actor));
+        this.#databases.close(actorDatabasePath(this.init.dataDir, message.actor));
+        return;
+      }
+      case "abandon":
+        this.#discard(
+          actorKeyString(message.actor),
+          actorDatabasePath(this.init.dataDir, message.actor),
+        );
+        this.post({ type: "abandoned", seq: message.seq });
+        return;
+      case "shutdown":
+        this.#resident.clear();
+        this.#databases.closeAll();
+        this.post({ type: "closed" });
+        return;
+    }
+  }
+}
+
+/**
+ * Runs an executor on this process's stdin and stdout until stdin ends or a
+ * shutdown message arrives.
+ *
+ * @example
+ * ```ts ignore
+ * await runExecutor();
+ * ```
+ */
+export async function runExecutor(): Promise<void> {
+  let executor: Executor | undefined;
+  // Events of one actor come one at a time from the node; events of
+  // different actors may interleave where an event awaits.
+  for await (const frame of readFrames(Deno.stdin.readable)) {
+    const message = frame as unknown as ToExecutor;
+    if (message.type === "init") {
+      executor = new Executor(message, await Promise.all(message.classes.map(loadClass)));
+      executor.post({ type: "ready" });
+      continue;
+    }
+    if (!executor) throw new Error("the first message to an executor must be init");
+    executor.handle(message);
+    if (message.type === "shutdown") return;
+  }
+}
+
+if (import.meta.main) {
+  await runExecutor();
+}
