@@ -69,7 +69,7 @@ export async function runCli(args: string[], deps: NodeDependencies = {}): Promi
       case "__executor":
         // A node's executor process, started by the node itself (how a
         // compiled binary runs its executors): not for people.
-        await runExecutor();
+        await runExecutor(rest[0]);
         return 0;
       default:
         throw new UsageError(`unknown command '${command}' (see wasmkeep --help)`);

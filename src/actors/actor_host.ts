@@ -1,7 +1,10 @@
 /**
- * Actors on this node, as the control plane keeps them: one queue of events
- * per actor (run one at a time, in arrival order), which actors are resident,
- * hibernation of idle ones and the cap on how many are resident.
+ * Actors on this node, as the control plane keeps them: how many events each
+ * has under way (bounded), which actors are resident, hibernation of idle
+ * ones and the cap on how many are resident. Events go to the actor's
+ * executor at once, in arrival order; the executor runs one actor's events
+ * one at a time in that order, so a hot actor costs no round trip between
+ * its events.
  *
  * @module
  */
@@ -22,16 +25,11 @@ export interface ActorHostLimits {
   idleMs: number;
 }
 
-interface QueuedEvent {
-  request: ActorRequest;
-  resolve: (outcome: EventOutcome) => void;
-}
-
 interface ActorState {
   key: ActorKey;
   id: string;
-  running: boolean;
-  queue: QueuedEvent[];
+  /** Events sent to the executor and not answered yet. */
+  inFlight: number;
   lastEventAt: number;
   executor: number;
 }
@@ -99,14 +97,14 @@ export class ActorHost {
       state = {
         key,
         id,
-        running: false,
-        queue: [],
+        inFlight: 0,
         lastEventAt: this.#clock.monotonic(),
         executor: this.#pool.executorOf(key),
       };
       this.#actors.set(id, state);
     }
-    if (state.running && state.queue.length >= this.#limits.maxQueuedEvents) {
+    // One event runs; the others wait behind it.
+    if (state.inFlight > this.#limits.maxQueuedEvents) {
       return Promise.resolve({
         kind: "failed",
         status: 503,
@@ -114,25 +112,14 @@ export class ActorHost {
       });
     }
     this.#inFlight++;
-    return new Promise((resolve) => {
-      state.queue.push({ request, resolve });
-      if (!state.running) this.#next(state);
-    });
-  }
-
-  #next(state: ActorState) {
-    const event = state.queue.shift();
-    if (!event) {
-      state.running = false;
-      state.lastEventAt = this.#clock.monotonic();
-      return;
-    }
-    state.running = true;
-    this.#pool.run(state.key, event.request).then((outcome) => {
+    state.inFlight++;
+    const actor = state;
+    return this.#pool.run(key, request).then((outcome) => {
       this.#inFlight--;
-      event.resolve(outcome);
-      this.#next(state);
+      actor.inFlight--;
+      actor.lastEventAt = this.#clock.monotonic();
       if (this.#inFlight === 0) { for (const wake of this.#idleWaiters.splice(0)) wake(); }
+      return outcome;
     });
   }
 
@@ -140,7 +127,7 @@ export class ActorHost {
   #makeRoom(): boolean {
     if (this.#actors.size < this.#limits.maxResidentActors) return true;
     for (const state of this.#actors.values()) {
-      if (state.running) continue;
+      if (state.inFlight > 0) continue;
       this.#hibernate(state);
       return true;
     }
@@ -157,7 +144,7 @@ export class ActorHost {
     this.#sweep = this.#clock.setTimer(HIBERNATION_SWEEP_MS, () => {
       const cutoff = this.#clock.monotonic() - this.#limits.idleMs;
       for (const state of [...this.#actors.values()]) {
-        if (!state.running && state.lastEventAt <= cutoff) this.#hibernate(state);
+        if (state.inFlight === 0 && state.lastEventAt <= cutoff) this.#hibernate(state);
       }
       this.#scheduleSweep();
     });
@@ -166,7 +153,7 @@ export class ActorHost {
   /** Forgets the instances an executor lost when it was replaced. */
   executorReplaced(index: number): void {
     for (const state of [...this.#actors.values()]) {
-      if (state.executor === index && !state.running) this.#actors.delete(state.id);
+      if (state.executor === index && state.inFlight === 0) this.#actors.delete(state.id);
     }
   }
 

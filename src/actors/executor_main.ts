@@ -5,8 +5,9 @@
  * and the database connections with their locks at once; a terminated Deno
  * Worker would keep spinning and keep its connections (docs/adr/0001).
  *
- * It reads framed messages (frames.ts) on stdin and writes them on stdout;
- * its log goes to stderr, which it shares with the node.
+ * It connects to the Unix socket the node names in its arguments and
+ * exchanges framed messages (frames.ts) on it; its log goes to stderr, which
+ * it shares with the node.
  *
  * @module
  */
@@ -22,7 +23,7 @@ import {
   type ToExecutor,
   type WorkerClass,
 } from "./protocol.ts";
-import { FrameEncoder, readFrames } from "./frames.ts";
+import { FrameSender, readFrames } from "./frames.ts";
 import { DatabasePool } from "../sqlite/database_pool.ts";
 import {
   type ActorDatabase,
@@ -114,19 +115,20 @@ class Executor {
   readonly #classes = new Map<string, LoadedClass>();
   readonly #resident = new Map<string, ResidentActor>();
   readonly #databases: DatabasePool;
-  readonly #encoder = new FrameEncoder();
+  readonly #sender: FrameSender;
   readonly #log: Logger;
+  /** The last event of each actor, so its next one starts after it. */
+  readonly #chains = new Map<string, Promise<void>>();
 
-  constructor(readonly init: ExecutorInit, classes: LoadedClass[]) {
+  constructor(readonly init: ExecutorInit, classes: LoadedClass[], sender: FrameSender) {
+    this.#sender = sender;
     for (const loaded of classes) this.#classes.set(loaded.spec.className, loaded);
     this.#databases = new DatabasePool(init.maxOpenDatabases);
     this.#log = createLogger({ level: init.logLevel as LogLevel });
   }
 
   post(message: FromExecutor) {
-    const frame = this.#encoder.encode(message as unknown as Plain);
-    let written = 0;
-    while (written < frame.length) written += Deno.stdout.writeSync(frame.subarray(written));
+    this.#sender.send(message as unknown as Plain);
   }
 
   #db(path: string): ActorDatabase {
@@ -250,10 +252,27 @@ class Executor {
     }
   }
 
+  /**
+   * The node sends an actor's events without waiting for the one before, so
+   * they are chained here: each starts once the previous one ended. An event
+   * that never awaits runs at once, in arrival order.
+   */
+  #enqueue(seq: number, key: ActorKey, request: ActorRequest) {
+    const id = actorKeyString(key);
+    const previous = this.#chains.get(id);
+    const run = previous
+      ? previous.then(() => this.runEvent(seq, key, request))
+      : this.runEvent(seq, key, request);
+    this.#chains.set(id, run);
+    run.then(() => {
+      if (this.#chains.get(id) === run) this.#chains.delete(id);
+    });
+  }
+
   handle(message: ToExecutor): Promise<void> | void {
     switch (message.type) {
       case "event":
-        return this.runEvent(message.seq, message.actor, message.request);
+        return this.#enqueue(message.seq, message.actor, message.request);
       case "drop": {
         this.#resident.delete(actorKeyString(message.actor));
         this.#databases.close(actorDatabasePath(this.init.dataDir, message.actor));
@@ -276,31 +295,37 @@ class Executor {
 }
 
 /**
- * Runs an executor on this process's stdin and stdout until stdin ends or a
- * shutdown message arrives.
+ * Runs an executor on the Unix socket at `socketPath` until the node closes
+ * it or sends a shutdown message.
  *
  * @example
  * ```ts ignore
- * await runExecutor();
+ * await runExecutor("/tmp/wasmkeep-x/e0.sock");
  * ```
  */
-export async function runExecutor(): Promise<void> {
+export async function runExecutor(socketPath: string): Promise<void> {
+  const conn = await Deno.connect({ transport: "unix", path: socketPath });
+  const sender = new FrameSender(conn);
   let executor: Executor | undefined;
-  // Events of one actor come one at a time from the node; events of
-  // different actors may interleave where an event awaits.
-  for await (const frame of readFrames(Deno.stdin.readable)) {
-    const message = frame as unknown as ToExecutor;
-    if (message.type === "init") {
-      executor = new Executor(message, await Promise.all(message.classes.map(loadClass)));
-      executor.post({ type: "ready" });
-      continue;
+  try {
+    for await (const frame of readFrames(conn)) {
+      const message = frame as unknown as ToExecutor;
+      if (message.type === "init") {
+        const classes = await Promise.all(message.classes.map(loadClass));
+        executor = new Executor(message, classes, sender);
+        executor.post({ type: "ready" });
+        continue;
+      }
+      if (!executor) throw new Error("the first message to an executor must be init");
+      executor.handle(message);
+      if (message.type === "shutdown") break;
     }
-    if (!executor) throw new Error("the first message to an executor must be init");
-    executor.handle(message);
-    if (message.type === "shutdown") return;
+    await sender.drain();
+  } finally {
+    conn.close();
   }
 }
 
 if (import.meta.main) {
-  await runExecutor();
+  await runExecutor(Deno.args[0]);
 }

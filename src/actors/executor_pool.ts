@@ -18,7 +18,7 @@ import type {
   ToExecutor,
   WorkerClass,
 } from "./protocol.ts";
-import { FrameEncoder, readFrames } from "./frames.ts";
+import { FrameSender, readFrames } from "./frames.ts";
 import type { Plain } from "../sqlite/codec.ts";
 
 /**
@@ -66,7 +66,11 @@ interface PendingEvent {
 interface Executor {
   index: number;
   process: Deno.ChildProcess;
-  writer: WritableStreamDefaultWriter<Uint8Array>;
+  /** Set once the executor connected. */
+  sender?: FrameSender;
+  conn?: Deno.Conn;
+  /** Messages posted before it connected. */
+  early: ToExecutor[];
   /** Set when the pool killed the process on purpose. */
   killed: boolean;
   pending: Map<number, PendingEvent>;
@@ -97,12 +101,15 @@ export function shardOf(id: string, size: number): number {
 export class ExecutorPool {
   readonly #options: ExecutorPoolOptions;
   readonly #executors: Executor[] = [];
-  readonly #encoder = new FrameEncoder();
+  /** Where the executors' sockets are; removed by close(). */
+  readonly #socketDir: string;
+  #spawned = 0;
   #seq = 0;
   #closing = false;
 
   constructor(options: ExecutorPoolOptions) {
     this.#options = options;
+    this.#socketDir = Deno.makeTempDirSync({ prefix: "wasmkeep-" });
     for (let index = 0; index < options.size; index++) {
       this.#executors.push(this.#spawn(index, []));
     }
@@ -114,19 +121,15 @@ export class ExecutorPool {
   }
 
   #spawn(index: number, replay: PendingEvent[]): Executor {
+    const socketPath = `${this.#socketDir}/e${index}-${++this.#spawned}.sock`;
+    const listener = Deno.listen({ transport: "unix", path: socketPath });
     const process = new Deno.Command(Deno.execPath(), {
-      args: executorArgs(),
-      stdin: "piped",
-      stdout: "piped",
+      args: [...executorArgs(), socketPath],
+      stdin: "null",
+      stdout: "inherit",
       stderr: "inherit",
     }).spawn();
-    const executor: Executor = {
-      index,
-      process,
-      writer: process.stdin.getWriter(),
-      killed: false,
-      pending: new Map(),
-    };
+    const executor: Executor = { index, process, early: [], killed: false, pending: new Map() };
     this.#write(executor, {
       type: "init",
       dataDir: this.#options.dataDir,
@@ -138,22 +141,43 @@ export class ExecutorPool {
       logLevel: this.#options.logLevel,
     });
     for (const event of replay) this.#send(executor, event);
-    this.#read(executor);
+    this.#connect(executor, listener, socketPath);
     return executor;
   }
 
-  async #read(executor: Executor) {
+  async #connect(executor: Executor, listener: Deno.Listener, socketPath: string) {
+    // The process may die before it connects: then accept() would wait
+    // forever, so its exit closes the listener.
+    executor.process.status.then(() => listener.close()).catch(() => {});
     try {
-      for await (const message of readFrames(executor.process.stdout)) {
+      const conn = await listener.accept() as Deno.Conn;
+      executor.conn = conn;
+      executor.sender = new FrameSender(conn);
+      for (const message of executor.early.splice(0)) {
+        executor.sender.send(message as unknown as Plain);
+      }
+      for await (const message of readFrames(conn)) {
         this.#onMessage(executor, message as unknown as FromExecutor);
       }
     } catch (error) {
-      if (!executor.killed) {
-        this.#options.log.error("bad message from an executor", {
+      if (!executor.killed && !(error instanceof Deno.errors.BadResource)) {
+        this.#options.log.error("executor connection failed", {
           executor: executor.index,
           error: String(error),
         });
       }
+    } finally {
+      try {
+        listener.close();
+      } catch {
+        // Closed when the process exited.
+      }
+      await Deno.remove(socketPath).catch(() => {});
+    }
+    try {
+      executor.conn?.close();
+    } catch {
+      // Closed already.
     }
     const status = await executor.process.status;
     executor.closed?.();
@@ -169,12 +193,8 @@ export class ExecutorPool {
   }
 
   #write(executor: Executor, message: ToExecutor) {
-    // The frame is copied: the encoder's buffer is reused by the next write
-    // while this one may still be queued in the stream.
-    const frame = this.#encoder.encode(message as unknown as Plain).slice();
-    executor.writer.write(frame).catch(() => {
-      // The process is gone; its reader notices and replaces it.
-    });
+    if (executor.sender) executor.sender.send(message as unknown as Plain);
+    else executor.early.push(message);
   }
 
   #onMessage(executor: Executor, message: FromExecutor) {
@@ -328,8 +348,8 @@ export class ExecutorPool {
         // Exited already, as it should have.
       }
       await executor.process.status;
-      await executor.writer.close().catch(() => {});
     }
+    await Deno.remove(this.#socketDir, { recursive: true }).catch(() => {});
   }
 }
 

@@ -38,6 +38,12 @@ export const STATEMENT_CACHE_SIZE = 32;
 /** The table WasmKeep keeps its own per-actor facts in; actors must not use it. */
 export const META_TABLE = "_wasmkeep_meta";
 
+/** A prepared statement and its result columns, cached together. */
+interface Prepared {
+  statement: StatementSync;
+  columns: string[];
+}
+
 // Deno's node:sqlite has setReturnArrays (rows as arrays, cheaper than
 // objects) but its type declarations do not list it yet.
 type ArrayStatement = StatementSync & { setReturnArrays(enabled: boolean): void };
@@ -111,7 +117,9 @@ function sqliteCodeName(code: number): string {
  */
 export class ActorDatabase {
   readonly #db: DatabaseSync;
-  readonly #statements = new Map<string, StatementSync>();
+  readonly #statements = new Map<string, Prepared>();
+  /** total_changes() after the last statement with rows, while nothing else ran since. */
+  #totalChanges: bigint | undefined;
   readonly #counters: StatementSync;
 
   /** Opens (creating if needed) the database at `path`. */
@@ -133,18 +141,19 @@ export class ActorDatabase {
     );
   }
 
-  #prepare(sql: string): StatementSync {
-    let statement = this.#statements.get(sql);
-    if (statement) {
+  #prepare(sql: string): Prepared {
+    let prepared = this.#statements.get(sql);
+    if (prepared) {
       this.#statements.delete(sql);
     } else {
-      statement = prepareForActor(this.#db, sql);
+      const statement = prepareForActor(this.#db, sql);
+      prepared = { statement, columns: statement.columns().map((column) => column.name) };
       if (this.#statements.size === STATEMENT_CACHE_SIZE) {
         this.#statements.delete(this.#statements.keys().next().value!);
       }
     }
-    this.#statements.set(sql, statement);
-    return statement;
+    this.#statements.set(sql, prepared);
+    return prepared;
   }
 
   #counts(): [total: bigint, changes: bigint, rowid: bigint] {
@@ -153,10 +162,10 @@ export class ActorDatabase {
 
   /** Runs one statement. Throws what SQLite throws. */
   exec(sql: string, params: SqlValue[]): ExecResult {
-    const statement = this.#prepare(sql);
-    const columns = statement.columns().map((column) => column.name);
+    const { statement, columns } = this.#prepare(sql);
     const inputs = params.map(toInput);
     if (columns.length === 0) {
+      this.#totalChanges = undefined;
       const { changes, lastInsertRowid } = statement.run(...inputs);
       return {
         columns,
@@ -167,7 +176,8 @@ export class ActorDatabase {
     }
     // changes() still counts the last statement that changed rows, so a
     // SELECT is told apart by total_changes() not moving.
-    const [totalBefore] = this.#counts();
+    const totalBefore = this.#totalChanges ?? this.#counts()[0];
+    this.#totalChanges = undefined;
     const rows: SqlValue[][] = [];
     for (const row of statement.iterate(...inputs) as Iterable<unknown[]>) {
       if (rows.length === MAX_RESULT_ROWS) {
@@ -178,6 +188,7 @@ export class ActorDatabase {
       rows.push(row.map(toSqlValue));
     }
     const [totalAfter, changes, rowid] = this.#counts();
+    this.#totalChanges = totalAfter;
     return {
       columns,
       rows,
@@ -193,6 +204,7 @@ export class ActorDatabase {
 
   /** Rolls back an open transaction; returns whether there was one. */
   rollback(): boolean {
+    this.#totalChanges = undefined;
     if (!this.#db.isTransaction) return false;
     this.#db.exec("ROLLBACK");
     return true;
@@ -206,6 +218,7 @@ export class ActorDatabase {
 
   /** Sets a value of WasmKeep's own per-actor facts. */
   setMeta(key: string, value: string): void {
+    this.#totalChanges = undefined;
     this.#db.prepare(
       `INSERT INTO ${META_TABLE} (key, value) VALUES (?, ?)
        ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
