@@ -10,6 +10,7 @@
  */
 
 import { decodePlain, encodePlain, MessageTooLarge, type Plain } from "../sqlite/codec.ts";
+import { concatBytes } from "../bytes.ts";
 
 /** Largest message either side sends; a larger one fails its event instead. */
 export const MAX_FRAME_BYTES = 64 * 1024 * 1024;
@@ -89,7 +90,7 @@ export class FrameSender {
     const total = this.#queuedBytes;
     this.#queued = [];
     this.#queuedBytes = 0;
-    const batch = frames.length === 1 ? frames[0] : join(frames, total);
+    const batch = frames.length === 1 ? frames[0] : concatBytes(frames, total);
     this.#writing = this.#writing.then(async () => {
       let written = 0;
       while (written < batch.length) written += await this.#conn.write(batch.subarray(written));
@@ -149,14 +150,4 @@ function frameLength(buffer: Uint8Array, start: number, end: number): number | u
   const length = new DataView(buffer.buffer, buffer.byteOffset + start).getUint32(0, true);
   if (length > MAX_FRAME_BYTES) throw new Error(`a frame of ${length} bytes is over the limit`);
   return length;
-}
-
-function join(chunks: Uint8Array[], total: number): Uint8Array {
-  const joined = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    joined.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return joined;
 }

@@ -109,22 +109,12 @@ export class FileBucket implements Bucket {
   async get(key: string, options: CallOptions = {}): Promise<StoredObject | null> {
     options.signal?.throwIfAborted();
     const path = this.#objectPath(key);
-    let file: Deno.FsFile;
-    try {
-      file = await Deno.open(path, { read: true });
-    } catch (e) {
-      if (e instanceof Deno.errors.NotFound) return null;
-      throw e;
-    }
+    const file = await openIfExists(path);
+    if (!file) return null;
     try {
       const stat = await file.stat();
       const bytes = new Uint8Array(stat.size);
-      let read = 0;
-      while (read < bytes.length) {
-        const n = await file.read(bytes.subarray(read));
-        if (n === null) break;
-        read += n;
-      }
+      const read = await readInto(file, bytes);
       const etag = parseHeader(bytes.subarray(0, read), path);
       return {
         body: bytes.slice(HEADER_BYTES, read),
@@ -348,23 +338,34 @@ function validSegment(segment: string): boolean {
     new TextEncoder().encode(segment).length <= MAX_SEGMENT_BYTES;
 }
 
-async function readInfo(path: string, key: string): Promise<ObjectInfo | null> {
-  let file: Deno.FsFile;
+/** Opens `path` for reading, or `null` when there is no such file. */
+async function openIfExists(path: string): Promise<Deno.FsFile | null> {
   try {
-    file = await Deno.open(path, { read: true });
+    return await Deno.open(path, { read: true });
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) return null;
     throw e;
   }
+}
+
+/** Reads until `bytes` is full or the file ends; returns how much was read. */
+async function readInto(file: Deno.FsFile, bytes: Uint8Array): Promise<number> {
+  let read = 0;
+  while (read < bytes.length) {
+    const n = await file.read(bytes.subarray(read));
+    if (n === null) break;
+    read += n;
+  }
+  return read;
+}
+
+async function readInfo(path: string, key: string): Promise<ObjectInfo | null> {
+  const file = await openIfExists(path);
+  if (!file) return null;
   try {
     const stat = await file.stat();
     const header = new Uint8Array(HEADER_BYTES);
-    let read = 0;
-    while (read < HEADER_BYTES) {
-      const n = await file.read(header.subarray(read));
-      if (n === null) break;
-      read += n;
-    }
+    const read = await readInto(file, header);
     return {
       key,
       etag: parseHeader(header.subarray(0, read), path),

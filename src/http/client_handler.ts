@@ -7,6 +7,7 @@
 import { type ActorKey, actorNameProblem } from "../actors/key.ts";
 import type { EventOutcome } from "../actors/executor_pool.ts";
 import type { ActorRequest } from "../actors/protocol.ts";
+import { concatBytes } from "../bytes.ts";
 
 /** The header naming the node that answered. */
 export const NODE_HEADER = "x-wasmkeep-node";
@@ -50,13 +51,7 @@ async function readBody(request: Request, limit: number): Promise<Uint8Array> {
     if (size > limit) throw new BodyTooLarge();
     chunks.push(chunk);
   }
-  const body = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    body.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return body;
+  return concatBytes(chunks, size);
 }
 
 /**
