@@ -149,3 +149,24 @@ export function processTreeCpuTicks(pid: number): number {
   }
   return total;
 }
+
+/**
+ * Runs `body` against a node started with `args` on a fresh data directory,
+ * then stops the node and removes the directory, whatever `body` did.
+ */
+export async function withNode(
+  args: string[],
+  body: (node: NodeProcess, dataDir: string) => Promise<void>,
+): Promise<void> {
+  const dataDir = await Deno.makeTempDir();
+  try {
+    const node = await startNode([...args, "--data-dir", dataDir]);
+    try {
+      await body(node, dataDir);
+    } finally {
+      await node.stop();
+    }
+  } finally {
+    await Deno.remove(dataDir, { recursive: true });
+  }
+}

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { COUNTER_WASM, startNode } from "../helpers/node_process.ts";
+import { COUNTER_WASM, startNode, withNode } from "../helpers/node_process.ts";
 
 Deno.test("the counter counts, names the node, and keeps its count across a restart", async () => {
   const dataDir = await Deno.makeTempDir();
@@ -30,9 +30,7 @@ Deno.test("the counter counts, names the node, and keeps its count across a rest
 });
 
 Deno.test("100 concurrent POSTs to one actor run one at a time and end at 100", async () => {
-  const dataDir = await Deno.makeTempDir();
-  const node = await startNode(["--actor", `counter=${COUNTER_WASM}`, "--data-dir", dataDir]);
-  try {
+  await withNode(["--actor", `counter=${COUNTER_WASM}`], async (node) => {
     const answers = await Promise.all(
       Array.from(
         { length: 100 },
@@ -49,8 +47,5 @@ Deno.test("100 concurrent POSTs to one actor run one at a time and end at 100", 
     );
     const final = await fetch(`${node.url}/actor/counter/hot`);
     assert.equal((await final.text()).trim(), "100");
-  } finally {
-    await node.stop();
-    await Deno.remove(dataDir, { recursive: true });
-  }
+  });
 });

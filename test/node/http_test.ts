@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { COUNTER_WASM, startNode } from "../helpers/node_process.ts";
+import { COUNTER_WASM, withNode } from "../helpers/node_process.ts";
 
 async function oneLine(response: Response): Promise<string> {
   const body = await response.text();
@@ -8,19 +8,15 @@ async function oneLine(response: Response): Promise<string> {
 }
 
 Deno.test("bad requests get their status and a one-line message", async () => {
-  const dataDir = await Deno.makeTempDir();
-  const node = await startNode([
+  await withNode([
     "--actor",
     `counter=${COUNTER_WASM}`,
-    "--data-dir",
-    dataDir,
     "--node-id",
     "edge",
     "--max-body-bytes",
     "16",
-  ]);
-  const get = (path: string, init?: RequestInit) => fetch(`${node.url}${path}`, init);
-  try {
+  ], async (node) => {
+    const get = (path: string, init?: RequestInit) => fetch(`${node.url}${path}`, init);
     const health = await get("/_wasmkeep/health");
     assert.equal(health.status, 200);
     assert.equal(await oneLine(health), "ok");
@@ -80,8 +76,5 @@ Deno.test("bad requests get their status and a one-line message", async () => {
     const method = await get("/actor/counter/a", { method: "DELETE" });
     assert.equal(method.status, 405, "the actor's own status is passed through");
     await method.body?.cancel();
-  } finally {
-    await node.stop();
-    await Deno.remove(dataDir, { recursive: true });
-  }
+  });
 });

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { shardOf } from "../../src/actors/executor_pool.ts";
-import { processTreeCpuTicks, startNode, TESTBED_WASM } from "../helpers/node_process.ts";
+import { processTreeCpuTicks, TESTBED_WASM, withNode } from "../helpers/node_process.ts";
 
 function nameOnShard(shard: number, prefix: string): string {
   for (let i = 0;; i++) {
@@ -13,10 +13,8 @@ async function text(response: Response): Promise<string> {
 }
 
 Deno.test("a trap answers 500 with a logged error id, rolls back, and the next request works", async () => {
-  const dataDir = await Deno.makeTempDir();
-  const node = await startNode(["--actor", `testbed=${TESTBED_WASM}`, "--data-dir", dataDir]);
-  const actor = `${node.url}/actor/testbed/t1`;
-  try {
+  await withNode(["--actor", `testbed=${TESTBED_WASM}`], async (node) => {
+    const actor = `${node.url}/actor/testbed/t1`;
     assert.equal((await fetch(`${actor}/insert?one`)).status, 200);
     const trapped = await fetch(`${actor}/trap`);
     assert.equal(trapped.status, 500);
@@ -37,29 +35,22 @@ Deno.test("a trap answers 500 with a logged error id, rolls back, and the next r
     assert.equal(open.status, 500);
     assert.match(await text(open), /transaction open; it was rolled back/);
     assert.equal(await text(await fetch(`${actor}/rows`)), "1");
-  } finally {
-    await node.stop();
-    await Deno.remove(dataDir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("an endless loop gets 504 while health and other actors keep answering", async () => {
-  const dataDir = await Deno.makeTempDir();
-  const node = await startNode([
+  await withNode([
     "--actor",
     `testbed=${TESTBED_WASM}`,
-    "--data-dir",
-    dataDir,
     "--executors",
     "2",
     "--event-timeout-secs",
     "2",
-  ]);
-  const looper = nameOnShard(0, "loop");
-  const neighbour = nameOnShard(0, "same");
-  const stranger = nameOnShard(1, "other");
-  try {
-    // Wake the neighbour first so its instance is lost with the worker.
+  ], async (node) => {
+    const looper = nameOnShard(0, "loop");
+    const neighbour = nameOnShard(0, "same");
+    const stranger = nameOnShard(1, "other");
+    // Wake the neighbour first so its instance is lost with the executor.
     assert.equal((await fetch(`${node.url}/actor/testbed/${neighbour}/insert?x`)).status, 200);
     const started = performance.now();
     const loop = fetch(`${node.url}/actor/testbed/${looper}/loop`);
@@ -98,25 +89,18 @@ Deno.test("an endless loop gets 504 while health and other actors keep answering
     await new Promise((r) => setTimeout(r, 1000));
     const used = processTreeCpuTicks(node.pid) - before;
     assert.ok(used < 30, `the idle node used ${used} ticks of CPU in one second`);
-  } finally {
-    await node.stop();
-    await Deno.remove(dataDir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("a full queue answers 503 with Retry-After, and a stop lets the event under way end", async () => {
-  const dataDir = await Deno.makeTempDir();
-  const node = await startNode([
+  await withNode([
     "--actor",
     `testbed=${TESTBED_WASM}`,
-    "--data-dir",
-    dataDir,
     "--event-timeout-secs",
     "2",
     "--max-queued-events",
     "2",
-  ]);
-  try {
+  ], async (node) => {
     const loop = fetch(`${node.url}/actor/testbed/busy/loop`);
     await new Promise((r) => setTimeout(r, 300));
     const queued = [
@@ -139,8 +123,5 @@ Deno.test("a full queue answers 503 with Retry-After, and a stop lets the event 
     }
     assert.equal((await stopped).code, 0);
     assert.match(node.logs(), /node stopped/);
-  } finally {
-    await node.stop();
-    await Deno.remove(dataDir, { recursive: true });
-  }
+  });
 });

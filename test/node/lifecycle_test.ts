@@ -1,23 +1,26 @@
 import assert from "node:assert/strict";
-import { COUNTER_WASM, metric, ROOT, startNode, TESTBED_WASM } from "../helpers/node_process.ts";
+import {
+  COUNTER_WASM,
+  metric,
+  ROOT,
+  startNode,
+  TESTBED_WASM,
+  withNode,
+} from "../helpers/node_process.ts";
 
 async function text(response: Response): Promise<string> {
   return (await response.text()).trim();
 }
 
 Deno.test("an idle actor hibernates and wakes with its state", async () => {
-  const dataDir = await Deno.makeTempDir();
-  const node = await startNode([
+  await withNode([
     "--actor",
     `counter=${COUNTER_WASM}`,
     "--actor",
     `testbed=${TESTBED_WASM}`,
-    "--data-dir",
-    dataDir,
     "--idle-secs",
     "1",
-  ]);
-  try {
+  ], async (node) => {
     assert.equal(
       await text(await fetch(`${node.url}/actor/counter/sleepy`, { method: "POST" })),
       "1",
@@ -40,23 +43,16 @@ Deno.test("an idle actor hibernates and wakes with its state", async () => {
       "on-init does not run again for the same code version",
     );
     assert.equal(await metric(node.url, "wasmkeep_resident_actors"), 2);
-  } finally {
-    await node.stop();
-    await Deno.remove(dataDir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("the resident cap evicts the least recently used actor and keeps every state", async () => {
-  const dataDir = await Deno.makeTempDir();
-  const node = await startNode([
+  await withNode([
     "--actor",
     `counter=${COUNTER_WASM}`,
-    "--data-dir",
-    dataDir,
     "--max-resident-actors",
     "2",
-  ]);
-  try {
+  ], async (node) => {
     for (const name of ["a", "b", "c", "a", "d"]) {
       const response = await fetch(`${node.url}/actor/counter/${name}`, { method: "POST" });
       assert.equal(response.status, 200);
@@ -66,10 +62,7 @@ Deno.test("the resident cap evicts the least recently used actor and keeps every
     for (const [name, count] of [["a", "2"], ["b", "1"], ["c", "1"], ["d", "1"]]) {
       assert.equal(await text(await fetch(`${node.url}/actor/counter/${name}`)), count);
     }
-  } finally {
-    await node.stop();
-    await Deno.remove(dataDir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("on-init runs once per code version; a failing on-init fails the event", async () => {
