@@ -104,8 +104,16 @@ const SERVE_FLAGS: FlagSpec[] = [
     kind: "integer",
     min: 1,
     value: "N",
-    description: "execution workers",
+    description: "executor processes that run the actors",
     defaultText: "one per core",
+  },
+  {
+    name: "abi",
+    kind: "string",
+    value: "auto|jco",
+    description:
+      "how components are bound: auto (direct bindings where they fit, jco's glue elsewhere) or jco",
+    defaultText: "auto",
   },
   {
     name: "log-level",
@@ -216,6 +224,10 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
   if (!["debug", "info", "warn", "error"].includes(logLevel)) {
     throw new UsageError(`--log-level must be debug, info, warn or error, not '${logLevel}'`);
   }
+  const abi = (flags.abi as string | undefined) ?? NODE_DEFAULTS.abi;
+  if (abi !== "auto" && abi !== "jco") {
+    throw new UsageError(`--abi must be auto or jco, not '${abi}'`);
+  }
   const bucketUrl = flags.bucket as string | undefined;
   if (bucketUrl !== undefined && !/^(s3|file):\/\/./.test(bucketUrl)) {
     throw new UsageError(
@@ -239,6 +251,7 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
     maxBodyBytes: (flags["max-body-bytes"] as number | undefined) ?? NODE_DEFAULTS.maxBodyBytes,
     executors: (flags.executors as number | undefined) ?? navigator.hardwareConcurrency,
     stopGraceMs: NODE_DEFAULTS.stopGraceMs,
+    abi,
     logLevel: logLevel as LogLevel,
   };
 }

@@ -44,6 +44,11 @@ export interface NodeOptions {
   executors: number;
   /** How long a clean stop waits for events under way. */
   stopGraceMs: number;
+  /**
+   * `auto`: the direct bindings for components that fit them, jco's glue for
+   * the others; `jco`: jco's glue for every component.
+   */
+  abi: "auto" | "jco";
   logLevel: LogLevel;
 }
 
@@ -55,6 +60,7 @@ export const NODE_DEFAULTS = {
   idleMs: 60_000,
   maxBodyBytes: 1024 * 1024,
   stopGraceMs: 10_000,
+  abi: "auto" as "auto" | "jco",
   logLevel: "info" as LogLevel,
 } as const;
 
@@ -128,12 +134,15 @@ export class WasmKeepNode {
         hash: loaded.hash,
         glue: loaded.glue,
         coreModules: loaded.coreModules,
+        directModule: options.abi === "jco" ? undefined : loaded.directModule,
         config: actor.config ?? {},
       });
       log.info("actor class loaded", {
         class: actor.className,
         path: actor.path,
         version: loaded.hash.slice(0, 16),
+        bindings: options.abi !== "jco" && loaded.directModule ? "direct" : "jco",
+        why_jco: options.abi === "jco" ? "--abi jco" : loaded.directProblem,
       });
     }
     const bucketUrl = options.bucketUrl ?? `file://${dataDir}/bucket`;

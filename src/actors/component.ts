@@ -7,6 +7,8 @@
  */
 
 import type { transpile as Transpile } from "@bytecodealliance/jco";
+import { type CoreInterface, readCoreInterface } from "./abi/core_signatures.ts";
+import { directBindingsProblem } from "./abi/direct.ts";
 
 /** The interfaces an actor may import, as jco names them. */
 export const ACTOR_IMPORTS: readonly string[] = [
@@ -75,6 +77,10 @@ export interface LoadedComponent {
   glue: string;
   /** The core modules the glue asks for, by file name. */
   coreModules: Record<string, Uint8Array>;
+  /** The core module the direct bindings instantiate, when the component fits them. */
+  directModule?: string;
+  /** Why the component does not fit the direct bindings (it then uses jco's glue). */
+  directProblem?: string;
 }
 
 /** Raised when a component is refused; the message names the file and the problem. */
@@ -189,7 +195,9 @@ export async function loadComponent(
   const hash = await sha256Hex(bytes);
   const dir = `${cacheDir}/${hash}`;
   const cached = await readCache(dir);
-  if (cached) return { className, path, hash, ...cached };
+  if (cached) {
+    return { className, path, hash, ...cached, ...directFit(cached.coreModules, cached.glue) };
+  }
 
   // jco is large (it carries wasm-tools), so it is loaded only when a
   // component is not in the cache yet.
@@ -233,5 +241,54 @@ export async function loadComponent(
   }
   await Deno.mkdir(cacheDir, { recursive: true });
   await writeCache(dir, glue, coreModules);
-  return { className, path, hash, glue, coreModules };
+  return { className, path, hash, glue, coreModules, ...directFit(coreModules, glue) };
+}
+
+/** Digits only: the names jco gives the shim's trampolines. */
+const TRAMPOLINE = /^\d+$/;
+
+function isShim(core: CoreInterface): boolean {
+  return core.importedFunctions.size === 0 && core.otherImports.size === 0 &&
+    [...core.exportedFunctions.keys()].every((name) => TRAMPOLINE.test(name)) &&
+    [...core.otherExports].every(([, kind]) => kind === "table");
+}
+
+function isFixups(core: CoreInterface): boolean {
+  return core.exportedFunctions.size === 0 && core.otherExports.size === 0 &&
+    [...core.otherImports.values()].every((kind) => kind === "table");
+}
+
+/**
+ * Whether the component fits the direct bindings: one main core module
+ * with the world's exact core signatures, the other modules only the
+ * shim and fixups that lower its imports (which the direct bindings replace),
+ * and strings in UTF-8 (jco's glue lowers the request's method with the
+ * UTF-8 encoder; any UTF-16 lowering rules the component out).
+ */
+function directFit(
+  coreModules: Record<string, Uint8Array>,
+  glue: string,
+): { directModule?: string; directProblem?: string } {
+  let main: string | undefined;
+  for (const [name, bytes] of Object.entries(coreModules)) {
+    let core: CoreInterface;
+    try {
+      core = readCoreInterface(bytes);
+    } catch (error) {
+      return { directProblem: `${name} cannot be read: ${(error as Error).message}` };
+    }
+    if (core.exportedFunctions.has("on-request")) {
+      if (main) return { directProblem: "more than one core module exports on-request" };
+      const problem = directBindingsProblem(core);
+      if (problem) return { directProblem: problem };
+      main = name;
+    } else if (!isShim(core) && !isFixups(core)) {
+      return { directProblem: `the core module ${name} is neither the actor nor an import shim` };
+    }
+  }
+  if (!main) return { directProblem: "no core module exports on-request" };
+  if (!/_utf8AllocateAndEncode\(v0_0,/.test(glue) || /_utf16AllocateAndEncode\(v\d/.test(glue)) {
+    return { directProblem: "its strings are not UTF-8" };
+  }
+  return { directModule: main };
 }

@@ -17,7 +17,6 @@ import { type ActorKey, actorKeyString } from "./key.ts";
 import {
   actorDatabasePath,
   type ActorRequest,
-  type ActorResponse,
   type ExecutorInit,
   type FromExecutor,
   type ToExecutor,
@@ -25,44 +24,36 @@ import {
 } from "./protocol.ts";
 import { FrameSender, readFrames } from "./frames.ts";
 import { DatabasePool } from "../sqlite/database_pool.ts";
-import {
-  type ActorDatabase,
-  type SqlError,
-  type SqlValue,
-  toSqlError,
-} from "../sqlite/actor_database.ts";
+import { type ActorDatabase, type SqlError, toSqlError } from "../sqlite/actor_database.ts";
 import type { Plain } from "../sqlite/codec.ts";
+import {
+  type ActorExportCalls,
+  type ActorImports,
+  GuestError,
+  instantiateDirect,
+} from "./abi/direct.ts";
 
 /** The meta key holding the code version whose on-init ran. */
 const INIT_VERSION_KEY = "init_version";
-
-interface ActorExports {
-  onInit(): Promise<void>;
-  onRequest(request: ActorRequest): Promise<ActorResponse>;
-}
 
 interface GlueModule {
   instantiate(
     getCoreModule: (name: string) => WebAssembly.Module,
     imports: Record<string, Record<string, unknown>>,
-  ): Promise<ActorExports>;
+  ): Promise<ActorExportCalls>;
 }
 
 interface LoadedClass {
   spec: WorkerClass;
-  glue: GlueModule;
+  /** jco's glue, for a class without the direct bindings. */
+  glue?: GlueModule;
   modules: Map<string, WebAssembly.Module>;
 }
 
 interface ResidentActor {
   key: ActorKey;
   path: string;
-  exports: ActorExports;
-}
-
-/** Thrown by a host import to return `err(payload)` to the guest (jco's convention). */
-class GuestError {
-  constructor(readonly payload: unknown) {}
+  exports: ActorExportCalls;
 }
 
 /** Raised when an event must fail with a status the actor did not choose. */
@@ -95,19 +86,41 @@ function errorId(): string {
 }
 
 async function loadClass(spec: WorkerClass): Promise<LoadedClass> {
+  const modules = new Map<string, WebAssembly.Module>();
+  for (const [name, bytes] of Object.entries(spec.coreModules)) {
+    if (spec.directModule && name !== spec.directModule) continue;
+    modules.set(name, new WebAssembly.Module(bytes as Uint8Array<ArrayBuffer>));
+  }
+  if (spec.directModule) return { spec, modules };
   // The glue is generated at run time, so it is imported from memory: a
   // compiled binary has no source tree to import it from.
   const url = URL.createObjectURL(new Blob([spec.glue], { type: "text/javascript" }));
   try {
-    const glue = await import(url) as GlueModule;
-    const modules = new Map<string, WebAssembly.Module>();
-    for (const [name, bytes] of Object.entries(spec.coreModules)) {
-      modules.set(name, new WebAssembly.Module(bytes as Uint8Array<ArrayBuffer>));
-    }
-    return { spec, glue, modules };
+    return { spec, glue: await import(url) as GlueModule, modules };
   } finally {
     URL.revokeObjectURL(url);
   }
+}
+
+/** The same imports in the nested, camel-cased shape jco's glue asks for. */
+function jcoImports(host: ActorImports): Record<string, Record<string, unknown>> {
+  return {
+    "wasmkeep:actor/storage": {
+      exec: host.exec,
+      execDurable: host.execDurable,
+      inTransaction: host.inTransaction,
+      deleteSelf: host.deleteSelf,
+    },
+    "wasmkeep:actor/actors": { self: host.self, call: host.call },
+    "wasmkeep:actor/alarms": { set: host.alarmSet, get: host.alarmGet, delete: host.alarmDelete },
+    "wasmkeep:actor/websockets": {
+      send: host.wsSend,
+      close: host.wsClose,
+      connections: host.wsConnections,
+    },
+    "wasmkeep:actor/config": { get: host.configGet },
+    "wasmkeep:actor/log": { log: host.log },
+  };
 }
 
 /** One executor's state and event loop. */
@@ -139,50 +152,44 @@ class Executor {
     }
   }
 
-  #imports(key: ActorKey, path: string, spec: WorkerClass) {
+  #imports(key: ActorKey, path: string, spec: WorkerClass): ActorImports {
     const log = this.#log.with({ actor: actorKeyString(key) });
     const fail = (error: SqlError | string): never => {
       throw new GuestError(error);
     };
     return {
-      "wasmkeep:actor/storage": {
-        exec: (sql: string, params: SqlValue[]) => {
-          try {
-            return this.#db(path).exec(sql, params);
-          } catch (error) {
-            if (error instanceof GuestError) throw error;
-            throw new GuestError(toSqlError(error));
-          }
-        },
-        execDurable: () =>
-          fail(unavailable("storage.exec-durable", "it needs replication to a bucket")),
-        inTransaction: () => this.#databases.peek(path)?.inTransaction ?? false,
-        deleteSelf: () =>
-          fail(unavailable("storage.delete-self", "it needs replication to a bucket")),
+      exec: (sql, params) => {
+        try {
+          return this.#db(path).exec(sql, params);
+        } catch (error) {
+          if (error instanceof GuestError) throw error;
+          throw new GuestError(toSqlError(error));
+        }
       },
-      "wasmkeep:actor/actors": {
-        self: () => ({ tenant: key.tenant, class: key.class, name: key.name }),
-        call: () => fail(unavailable("actors.call", "calls between actors").message),
-      },
-      "wasmkeep:actor/alarms": {
-        set: () => fail(unavailable("alarms.set", "alarms").message),
-        // No alarm can have been set, so "none" is the true answer.
-        get: () => undefined,
-        delete: () => fail(unavailable("alarms.delete", "alarms").message),
-      },
-      "wasmkeep:actor/websockets": {
-        send: () => fail(unavailable("websockets.send", "WebSockets").message),
-        close: () => fail(unavailable("websockets.close", "WebSockets").message),
-        // No socket can be open, so the empty list is the true answer.
-        connections: () => [],
-      },
-      "wasmkeep:actor/config": {
-        get: (name: string) => Object.hasOwn(spec.config, name) ? spec.config[name] : undefined,
-      },
-      "wasmkeep:actor/log": {
-        log: (level: LogLevel, message: string) => log[level](message.slice(0, 4096)),
-      },
+      execDurable: () =>
+        fail(unavailable("storage.exec-durable", "it needs replication to a bucket")),
+      inTransaction: () => this.#databases.peek(path)?.inTransaction ?? false,
+      deleteSelf: () =>
+        fail(unavailable("storage.delete-self", "it needs replication to a bucket")),
+      self: () => ({ tenant: key.tenant, class: key.class, name: key.name }),
+      call: () => fail(unavailable("actors.call", "calls between actors").message),
+      alarmSet: () => fail(unavailable("alarms.set", "alarms").message),
+      // No alarm can have been set, so "none" is the true answer.
+      alarmGet: () => undefined,
+      alarmDelete: () => fail(unavailable("alarms.delete", "alarms").message),
+      wsSend: () => fail(unavailable("websockets.send", "WebSockets").message),
+      wsClose: () => fail(unavailable("websockets.close", "WebSockets").message),
+      // No socket can be open, so the empty list is the true answer.
+      wsConnections: () => [],
+      configGet: (name) => Object.hasOwn(spec.config, name) ? spec.config[name] : undefined,
+      log: (level: LogLevel, message) => log[level](message.slice(0, 4096)),
     };
+  }
+
+  async #instantiate(loaded: LoadedClass, imports: ActorImports): Promise<ActorExportCalls> {
+    const direct = loaded.spec.directModule;
+    if (direct) return instantiateDirect(loaded.modules.get(direct)!, imports);
+    return await loaded.glue!.instantiate((name) => loaded.modules.get(name)!, jcoImports(imports));
   }
 
   async #wake(key: ActorKey): Promise<ResidentActor> {
@@ -190,10 +197,7 @@ class Executor {
     if (!loaded) throw new EventFailure(500, `no class ${key.class} in this executor`);
     const path = actorDatabasePath(this.init.dataDir, key);
     const db = this.#db(path);
-    const exports = await loaded.glue.instantiate(
-      (name) => loaded.modules.get(name)!,
-      this.#imports(key, path, loaded.spec),
-    );
+    const exports = await this.#instantiate(loaded, this.#imports(key, path, loaded.spec));
     if (db.getMeta(INIT_VERSION_KEY) !== loaded.spec.hash) {
       try {
         await exports.onInit();

@@ -29,6 +29,11 @@ export interface WorkerClass {
   hash: string;
   glue: string;
   coreModules: Record<string, Uint8Array>;
+  /**
+   * The core module to instantiate with the direct bindings (abi/direct.ts),
+   * or `undefined` to use jco's glue.
+   */
+  directModule?: string;
   config: Record<string, string>;
 }
 

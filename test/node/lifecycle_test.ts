@@ -91,41 +91,64 @@ Deno.test("on-init runs once per code version; a failing on-init fails the event
   }
 });
 
-Deno.test("config values, the actor's id, logs, and clear errors for features not built yet", async () => {
-  const dataDir = await Deno.makeTempDir();
-  const configFile = `${dataDir}/testbed.env`;
-  await Deno.writeTextFile(configFile, '# greeting\nGREETING=hello world\nQUOTED="a\\nb"\n');
-  const node = await startNode([
-    "--actor",
-    `testbed=${TESTBED_WASM}`,
-    "--config",
-    `testbed=${configFile}`,
-    "--data-dir",
-    dataDir,
-  ]);
-  const actor = `${node.url}/actor/testbed/cfg`;
-  try {
-    assert.equal(await text(await fetch(`${actor}/config?GREETING`)), "hello world");
-    assert.equal(await (await fetch(`${actor}/config?QUOTED`)).text(), "a\nb");
-    const unset = await fetch(`${actor}/config?MISSING`);
-    assert.equal(unset.status, 404);
-    await unset.body?.cancel();
-    assert.equal(await text(await fetch(`${actor}/self`)), "default/testbed/cfg");
-    assert.equal((await fetch(`${actor}/log`)).status, 200);
-    assert.match(node.logs(), /hello from testbed actor=default\/testbed\/cfg/);
+for (const abi of ["auto", "jco"]) {
+  Deno.test(`config values, the actor's id, logs, SQL values, and clear errors for features not built yet (--abi ${abi})`, async () => {
+    const dataDir = await Deno.makeTempDir();
+    const configFile = `${dataDir}/testbed.env`;
+    await Deno.writeTextFile(configFile, '# greeting\nGREETING=hello world\nQUOTED="a\\nb"\n');
+    const node = await startNode([
+      "--actor",
+      `testbed=${TESTBED_WASM}`,
+      "--config",
+      `testbed=${configFile}`,
+      "--data-dir",
+      dataDir,
+      "--abi",
+      abi,
+    ]);
+    const actor = `${node.url}/actor/testbed/cfg`;
+    try {
+      assert.equal(await text(await fetch(`${actor}/config?GREETING`)), "hello world");
+      assert.equal(await (await fetch(`${actor}/config?QUOTED`)).text(), "a\nb");
+      const unset = await fetch(`${actor}/config?MISSING`);
+      assert.equal(unset.status, 404);
+      await unset.body?.cancel();
+      assert.equal(await text(await fetch(`${actor}/self`)), "default/testbed/cfg");
+      assert.equal((await fetch(`${actor}/log`)).status, 200);
+      assert.match(node.logs(), /hello from testbed actor=default\/testbed\/cfg/);
 
-    const durable = await fetch(`${actor}/durable`);
-    assert.equal(durable.status, 500);
-    assert.match(await text(durable), /storage\.exec-durable is not available/);
-    const call = await fetch(`${actor}/call`);
-    assert.equal(call.status, 502);
-    assert.match(await text(call), /actors\.call is not available/);
-    const alarm = await fetch(`${actor}/alarm`);
-    assert.equal(alarm.status, 501);
-    assert.match(await text(alarm), /alarms\.set is not available/);
-    assert.equal(await text(await fetch(`${actor}/ws`)), "0");
-  } finally {
-    await node.stop();
-    await Deno.remove(dataDir, { recursive: true });
-  }
-});
+      const durable = await fetch(`${actor}/durable`);
+      assert.equal(durable.status, 500);
+      assert.match(await text(durable), /storage\.exec-durable is not available/);
+      const call = await fetch(`${actor}/call`);
+      assert.equal(call.status, 502);
+      assert.match(await text(call), /actors\.call is not available/);
+      const alarm = await fetch(`${actor}/alarm`);
+      assert.equal(alarm.status, 501);
+      assert.match(await text(alarm), /alarms\.set is not available/);
+      assert.equal(await text(await fetch(`${actor}/ws`)), "0");
+
+      // Every kind of SQL value crosses the boundary both ways.
+      const sql = encodeURIComponent(
+        "SELECT 9223372036854775807, -9223372036854775808, 1.5, NULL, 'é✓', x'00ff', 42",
+      );
+      // The testbed writes NULL as nothing and a blob as its raw bytes.
+      const encoder = new TextEncoder();
+      assert.deepEqual(
+        new Uint8Array(await (await fetch(`${actor}/sql?${sql}`)).arrayBuffer()),
+        new Uint8Array([
+          ...encoder.encode("9223372036854775807|-9223372036854775808|1.5||é✓|"),
+          0x00,
+          0xff,
+          ...encoder.encode("|42"),
+        ]),
+      );
+      const bad = await fetch(`${actor}/sql?${encodeURIComponent("SELECT * FROM nowhere")}`);
+      assert.equal(bad.status, 400);
+      assert.match(await text(bad), /^SQLITE_ERROR: no such table: nowhere$/);
+    } finally {
+      await node.stop();
+      await Deno.remove(dataDir, { recursive: true });
+    }
+  });
+}

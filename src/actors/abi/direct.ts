@@ -1,0 +1,527 @@
+/**
+ * Direct bindings of the `wasmkeep:actor` world: the canonical ABI lifting
+ * and lowering of this one world written once, shared by every instance.
+ *
+ * jco's generated glue defines its helpers, classes and closures inside each
+ * instantiation: about 52 KiB of JS heap per instance, and, with many
+ * instances, property accesses that go megamorphic (docs/performance.md). An
+ * actor whose component is one core module with the world's exact core
+ * signatures (what `wit-bindgen` and `componentNew` produce) is instantiated
+ * here instead: its main core module with these imports, nothing else per
+ * instance but the instance itself. Other components keep jco's glue.
+ *
+ * @module
+ */
+
+import type { CoreInterface, CoreSignature } from "./core_signatures.ts";
+import type { ActorRequest, ActorResponse } from "../protocol.ts";
+import type { ExecResult, SqlError, SqlValue } from "../../sqlite/actor_database.ts";
+
+/** The package version of the world these bindings implement. */
+const VERSION = "@0.1.0";
+
+/** Core signatures of the functions an actor's main module may import, by `module#name`. */
+export const DIRECT_IMPORTS: ReadonlyMap<string, CoreSignature> = new Map([
+  [`wasmkeep:actor/storage${VERSION}#exec`, "(i32 i32 i32 i32 i32) -> ()"],
+  [`wasmkeep:actor/storage${VERSION}#exec-durable`, "(i32 i32 i32 i32 i32) -> ()"],
+  [`wasmkeep:actor/storage${VERSION}#in-transaction`, "() -> (i32)"],
+  [`wasmkeep:actor/storage${VERSION}#delete-self`, "(i32) -> ()"],
+  [`wasmkeep:actor/actors${VERSION}#self`, "(i32) -> ()"],
+  [`wasmkeep:actor/actors${VERSION}#call`, `(${Array(15).fill("i32").join(" ")}) -> ()`],
+  [`wasmkeep:actor/alarms${VERSION}#set`, "(i64 i32) -> ()"],
+  [`wasmkeep:actor/alarms${VERSION}#get`, "(i32) -> ()"],
+  [`wasmkeep:actor/alarms${VERSION}#delete`, "(i32) -> ()"],
+  [`wasmkeep:actor/websockets${VERSION}#send`, "(i64 i32 i32 i32 i32) -> ()"],
+  [`wasmkeep:actor/websockets${VERSION}#close`, "(i64 i32 i32 i32 i32) -> ()"],
+  [`wasmkeep:actor/websockets${VERSION}#connections`, "(i32) -> ()"],
+  [`wasmkeep:actor/config${VERSION}#get`, "(i32 i32 i32) -> ()"],
+  [`wasmkeep:actor/log${VERSION}#log`, "(i32 i32 i32) -> ()"],
+]);
+
+/** Core signatures the main module must export. */
+export const DIRECT_EXPORTS: ReadonlyMap<string, CoreSignature> = new Map([
+  ["cabi_realloc", "(i32 i32 i32 i32) -> (i32)"],
+  ["on-init", "() -> (i32)"],
+  ["on-request", `(${Array(10).fill("i32").join(" ")}) -> (i32)`],
+  ["on-alarm", "() -> (i32)"],
+  ["on-websocket-open", `(i64 ${Array(10).fill("i32").join(" ")}) -> ()`],
+  ["on-websocket-message", "(i64 i32 i32 i32) -> ()"],
+  ["on-websocket-close", "(i64 i32 i32 i32) -> ()"],
+]);
+
+/** Post-return functions the main module may export. */
+const POST_RETURNS: ReadonlyMap<string, CoreSignature> = new Map([
+  ["cabi_post_on-init", "(i32) -> ()"],
+  ["cabi_post_on-request", "(i32) -> ()"],
+  ["cabi_post_on-alarm", "(i32) -> ()"],
+]);
+
+/**
+ * Why a module cannot take the direct bindings, or `undefined` when it can.
+ *
+ * @example
+ * ```ts ignore
+ * directBindingsProblem(readCoreInterface(bytes)); // undefined for the examples
+ * ```
+ */
+export function directBindingsProblem(core: CoreInterface): string | undefined {
+  if (core.otherImports.size > 0) return `it imports ${[...core.otherImports.keys()].join(", ")}`;
+  for (const [name, signature] of core.importedFunctions) {
+    const expected = DIRECT_IMPORTS.get(name);
+    if (!expected) return `it imports ${name}`;
+    if (expected !== signature) return `${name} has the core type ${signature}, not ${expected}`;
+  }
+  if (core.otherExports.get("memory") !== "memory") return "it exports no memory";
+  for (const [name, expected] of [...DIRECT_EXPORTS, ...POST_RETURNS]) {
+    const signature = core.exportedFunctions.get(name);
+    if (signature === undefined && POST_RETURNS.has(name)) continue;
+    if (signature !== expected) {
+      return `its export ${name} has the core type ${signature}, not ${expected}`;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The host side of the imports, in the shapes jco's glue also uses: values
+ * returned for `ok`, a thrown {@linkcode GuestError} for `err`.
+ */
+export interface ActorImports {
+  exec(sql: string, params: SqlValue[]): ExecResult;
+  execDurable(sql: string, params: SqlValue[]): ExecResult;
+  inTransaction(): boolean;
+  deleteSelf(): void;
+  self(): { tenant: string; class: string; name: string };
+  call(className: string, name: string, request: ActorRequest): ActorResponse;
+  alarmSet(atMs: bigint): void;
+  alarmGet(): bigint | undefined;
+  alarmDelete(): void;
+  wsSend(
+    connection: bigint,
+    message: { tag: "text"; val: string } | { tag: "binary"; val: Uint8Array },
+  ): void;
+  wsClose(connection: bigint, code: number, reason: string): void;
+  wsConnections(): bigint[];
+  configGet(name: string): string | undefined;
+  log(level: "debug" | "info" | "warn" | "error", message: string): void;
+}
+
+/** Thrown by a host import to return `err(payload)` to the guest. */
+export class GuestError {
+  constructor(readonly payload: unknown) {}
+}
+
+/** An actor's exports, called by the executor. */
+export interface ActorExportCalls {
+  onInit(): Promise<void>;
+  onRequest(request: ActorRequest): Promise<ActorResponse>;
+}
+
+const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
+const utf8 = new TextEncoder();
+const utf8Strict = new TextDecoder("utf-8", { fatal: true });
+
+type Realloc = (old: number, oldSize: number, align: number, size: number) => number;
+
+/** The guest's memory, with views renewed whenever the memory grew. */
+class Guest {
+  #buffer: ArrayBufferLike | undefined;
+  #view!: DataView;
+  #bytes!: Uint8Array;
+  memory!: WebAssembly.Memory;
+  realloc!: Realloc;
+
+  get view(): DataView {
+    this.#refresh();
+    return this.#view;
+  }
+
+  get bytes(): Uint8Array {
+    this.#refresh();
+    return this.#bytes;
+  }
+
+  #refresh() {
+    const buffer = this.memory.buffer;
+    if (this.#buffer !== buffer) {
+      this.#buffer = buffer;
+      this.#view = new DataView(buffer);
+      this.#bytes = new Uint8Array(buffer);
+    }
+  }
+
+  string(ptr: number, len: number): string {
+    return utf8Strict.decode(this.bytes.subarray(ptr, checkedEnd(this.bytes, ptr, len)));
+  }
+
+  copy(ptr: number, len: number): Uint8Array {
+    return this.bytes.slice(ptr, checkedEnd(this.bytes, ptr, len));
+  }
+
+  alloc(align: number, size: number): number {
+    if (size === 0) return align;
+    const ptr = this.realloc(0, 0, align, size);
+    if (ptr % align !== 0 || ptr + size > this.memory.buffer.byteLength) {
+      throw new Error(`cabi_realloc returned a bad pointer ${ptr} for ${size} bytes`);
+    }
+    return ptr;
+  }
+
+  /** Copies `bytes` into fresh guest memory; returns the pointer. */
+  put(bytes: Uint8Array, align = 1): number {
+    const ptr = this.alloc(align, bytes.length);
+    this.bytes.set(bytes, ptr);
+    return ptr;
+  }
+
+  /** Writes a string or byte list as (ptr, len) at `at`. */
+  putList(at: number, bytes: Uint8Array) {
+    const ptr = this.put(bytes);
+    const view = this.view;
+    view.setUint32(at, ptr, true);
+    view.setUint32(at + 4, bytes.length, true);
+  }
+
+  /** Lowers a list of (name, value) pairs; returns (ptr, len). */
+  putHeaders(headers: [string, string][]): [number, number] {
+    const ptr = this.alloc(4, headers.length * 16);
+    headers.forEach(([name, value], i) => {
+      this.putList(ptr + i * 16, utf8.encode(name));
+      this.putList(ptr + i * 16 + 8, utf8.encode(value));
+    });
+    return [ptr, headers.length];
+  }
+
+  headers(ptr: number, len: number): [string, string][] {
+    const headers: [string, string][] = [];
+    for (let i = 0; i < len; i++) {
+      const at = ptr + i * 16;
+      const view = this.view;
+      headers.push([
+        this.string(view.getUint32(at, true), view.getUint32(at + 4, true)),
+        this.string(view.getUint32(at + 8, true), view.getUint32(at + 12, true)),
+      ]);
+    }
+    return headers;
+  }
+}
+
+function checkedEnd(bytes: Uint8Array, ptr: number, len: number): number {
+  const end = ptr + len;
+  if (end > bytes.length) throw new RangeError(`guest pointer ${ptr}+${len} is out of bounds`);
+  return end;
+}
+
+/** Runs a host import; an `err` is written with `writeErr`, anything else is thrown (a trap). */
+function withErr<T>(
+  run: () => T,
+  writeOk: (value: T) => void,
+  writeErr: (payload: unknown) => void,
+) {
+  let value: T;
+  try {
+    value = run();
+  } catch (error) {
+    if (error instanceof GuestError) return writeErr(error.payload);
+    throw error;
+  }
+  writeOk(value);
+}
+
+function readValues(guest: Guest, ptr: number, len: number): SqlValue[] {
+  const values: SqlValue[] = [];
+  for (let i = 0; i < len; i++) {
+    const at = ptr + i * 16;
+    const view = guest.view;
+    const tag = view.getUint8(at);
+    switch (tag) {
+      case 0:
+        values.push({ tag: "null" });
+        break;
+      case 1:
+        values.push({ tag: "integer", val: view.getBigInt64(at + 8, true) });
+        break;
+      case 2:
+        values.push({ tag: "real", val: view.getFloat64(at + 8, true) });
+        break;
+      case 3:
+        values.push({
+          tag: "text",
+          val: guest.string(view.getUint32(at + 8, true), view.getUint32(at + 12, true)),
+        });
+        break;
+      case 4:
+        values.push({
+          tag: "blob",
+          val: guest.copy(view.getUint32(at + 8, true), view.getUint32(at + 12, true)),
+        });
+        break;
+      default:
+        throw new Error(`a storage value with the unknown case ${tag}`);
+    }
+  }
+  return values;
+}
+
+function writeValue(guest: Guest, at: number, value: SqlValue) {
+  // Payload first: allocating may grow memory, which renews the view.
+  if (value.tag === "text" || value.tag === "blob") {
+    const bytes = value.tag === "text" ? utf8.encode(value.val) : value.val;
+    guest.putList(at + 8, bytes);
+  }
+  const view = guest.view;
+  switch (value.tag) {
+    case "null":
+      view.setUint8(at, 0);
+      break;
+    case "integer":
+      view.setUint8(at, 1);
+      view.setBigInt64(at + 8, value.val, true);
+      break;
+    case "real":
+      view.setUint8(at, 2);
+      view.setFloat64(at + 8, value.val, true);
+      break;
+    case "text":
+      view.setUint8(at, 3);
+      break;
+    case "blob":
+      view.setUint8(at, 4);
+      break;
+  }
+}
+
+/** result<exec-result, sql-error> at `ret`: tag at 0, payload at 8. */
+function writeExecResult(guest: Guest, ret: number, result: ExecResult) {
+  const columns = guest.alloc(4, result.columns.length * 8);
+  result.columns.forEach((name, i) => guest.putList(columns + i * 8, utf8.encode(name)));
+  const rows = guest.alloc(4, result.rows.length * 8);
+  result.rows.forEach((row, i) => {
+    const values = guest.alloc(8, row.length * 16);
+    row.forEach((value, j) => writeValue(guest, values + j * 16, value));
+    const view = guest.view;
+    view.setUint32(rows + i * 8, values, true);
+    view.setUint32(rows + i * 8 + 4, row.length, true);
+  });
+  const view = guest.view;
+  view.setUint8(ret, 0);
+  view.setUint32(ret + 8, columns, true);
+  view.setUint32(ret + 12, result.columns.length, true);
+  view.setUint32(ret + 16, rows, true);
+  view.setUint32(ret + 20, result.rows.length, true);
+  view.setBigUint64(ret + 24, result.changes, true);
+  view.setBigInt64(ret + 32, result.lastInsertRowid, true);
+}
+
+/** A sql-error record at `at`. */
+function writeSqlError(guest: Guest, at: number, payload: unknown) {
+  const error = payload as SqlError;
+  guest.putList(at, utf8.encode(error.code));
+  guest.putList(at + 8, utf8.encode(error.message));
+}
+
+/** result<_, string> at `ret`: tag at 0, string at 4. */
+function writeUnitResult(guest: Guest, ret: number, err?: string) {
+  if (err === undefined) {
+    guest.view.setUint8(ret, 0);
+    return;
+  }
+  guest.putList(ret + 4, utf8.encode(err));
+  guest.view.setUint8(ret, 1);
+}
+
+function readRequest(guest: Guest, a: number[]): ActorRequest {
+  return {
+    method: guest.string(a[0], a[1]),
+    path: guest.string(a[2], a[3]),
+    query: guest.string(a[4], a[5]),
+    headers: guest.headers(a[6], a[7]),
+    body: guest.copy(a[8], a[9]),
+  };
+}
+
+function coreImports(guest: Guest, host: ActorImports): WebAssembly.Imports {
+  const exec = (durable: boolean) =>
+  (
+    sqlPtr: number,
+    sqlLen: number,
+    ptr: number,
+    len: number,
+    ret: number,
+  ) => {
+    const sql = guest.string(sqlPtr, sqlLen);
+    const params = readValues(guest, ptr, len);
+    withErr(
+      () => durable ? host.execDurable(sql, params) : host.exec(sql, params),
+      (result) => writeExecResult(guest, ret, result),
+      (payload) => {
+        writeSqlError(guest, ret + 8, payload);
+        guest.view.setUint8(ret, 1);
+      },
+    );
+  };
+  const unitResult = (run: () => void) => (ret: number) =>
+    withErr(
+      run,
+      () => writeUnitResult(guest, ret),
+      (payload) => writeUnitResult(guest, ret, String(payload)),
+    );
+  return {
+    [`wasmkeep:actor/storage${VERSION}`]: {
+      exec: exec(false),
+      "exec-durable": exec(true),
+      "in-transaction": () => host.inTransaction() ? 1 : 0,
+      "delete-self": (ret: number) =>
+        withErr(() => host.deleteSelf(), () => guest.view.setUint8(ret, 0), (payload) => {
+          writeSqlError(guest, ret + 4, payload);
+          guest.view.setUint8(ret, 1);
+        }),
+    },
+    [`wasmkeep:actor/actors${VERSION}`]: {
+      self: (ret: number) => {
+        const id = host.self();
+        guest.putList(ret, utf8.encode(id.tenant));
+        guest.putList(ret + 8, utf8.encode(id.class));
+        guest.putList(ret + 16, utf8.encode(id.name));
+      },
+      call: (...args: number[]) => {
+        const ret = args[14];
+        const className = guest.string(args[0], args[1]);
+        const name = guest.string(args[2], args[3]);
+        const request = readRequest(guest, args.slice(4, 14));
+        withErr(() => host.call(className, name, request), (response) => {
+          const [headers, count] = guest.putHeaders(response.headers);
+          guest.putList(ret + 16, response.body);
+          const view = guest.view;
+          view.setUint8(ret, 0);
+          view.setUint16(ret + 4, response.status, true);
+          view.setUint32(ret + 8, headers, true);
+          view.setUint32(ret + 12, count, true);
+        }, (payload) => writeUnitResult(guest, ret, String(payload)));
+      },
+    },
+    [`wasmkeep:actor/alarms${VERSION}`]: {
+      set: (atMs: bigint, ret: number) =>
+        unitResult(() => host.alarmSet(BigInt.asUintN(64, atMs)))(ret),
+      get: (ret: number) => {
+        const at = host.alarmGet();
+        const view = guest.view;
+        view.setUint8(ret, at === undefined ? 0 : 1);
+        if (at !== undefined) view.setBigUint64(ret + 8, at, true);
+      },
+      delete: unitResult(() => host.alarmDelete()),
+    },
+    [`wasmkeep:actor/websockets${VERSION}`]: {
+      send: (connection: bigint, tag: number, ptr: number, len: number, ret: number) => {
+        const message = tag === 0
+          ? { tag: "text" as const, val: guest.string(ptr, len) }
+          : { tag: "binary" as const, val: guest.copy(ptr, len) };
+        unitResult(() => host.wsSend(BigInt.asUintN(64, connection), message))(ret);
+      },
+      close: (connection: bigint, code: number, ptr: number, len: number, ret: number) => {
+        const reason = guest.string(ptr, len);
+        unitResult(() => host.wsClose(BigInt.asUintN(64, connection), code & 0xffff, reason))(ret);
+      },
+      connections: (ret: number) => {
+        const connections = host.wsConnections();
+        const ptr = guest.alloc(8, connections.length * 8);
+        const view = guest.view;
+        connections.forEach((id, i) => view.setBigUint64(ptr + i * 8, id, true));
+        view.setUint32(ret, ptr, true);
+        view.setUint32(ret + 4, connections.length, true);
+      },
+    },
+    [`wasmkeep:actor/config${VERSION}`]: {
+      get: (ptr: number, len: number, ret: number) => {
+        const value = host.configGet(guest.string(ptr, len));
+        if (value === undefined) {
+          guest.view.setUint8(ret, 0);
+          return;
+        }
+        guest.putList(ret + 4, utf8.encode(value));
+        guest.view.setUint8(ret, 1);
+      },
+    },
+    [`wasmkeep:actor/log${VERSION}`]: {
+      log: (level: number, ptr: number, len: number) => {
+        const name = LOG_LEVELS[level];
+        if (!name) throw new Error(`a log level with the unknown case ${level}`);
+        host.log(name, guest.string(ptr, len));
+      },
+    },
+  };
+}
+
+interface MainExports {
+  memory: WebAssembly.Memory;
+  cabi_realloc: Realloc;
+  "on-init": () => number;
+  "on-request": (...args: number[]) => number;
+  "cabi_post_on-init"?: (ptr: number) => void;
+  "cabi_post_on-request"?: (ptr: number) => void;
+}
+
+/**
+ * Instantiates an actor's main core module with the direct bindings.
+ *
+ * @example
+ * ```ts ignore
+ * const actor = instantiateDirect(module, imports);
+ * await actor.onInit();
+ * const response = await actor.onRequest(request);
+ * ```
+ */
+export function instantiateDirect(
+  module: WebAssembly.Module,
+  host: ActorImports,
+): ActorExportCalls {
+  const guest = new Guest();
+  const instance = new WebAssembly.Instance(module, coreImports(guest, host));
+  const exports = instance.exports as unknown as MainExports;
+  guest.memory = exports.memory;
+  guest.realloc = exports.cabi_realloc;
+
+  return {
+    onInit(): Promise<void> {
+      const ret = exports["on-init"]();
+      const view = guest.view;
+      const failed = view.getUint8(ret) === 1;
+      const message = failed
+        ? guest.string(view.getUint32(ret + 4, true), view.getUint32(ret + 8, true))
+        : "";
+      exports["cabi_post_on-init"]?.(ret);
+      if (failed) return Promise.reject(Object.assign(new Error(message), { payload: message }));
+      return Promise.resolve();
+    },
+    onRequest(request: ActorRequest): Promise<ActorResponse> {
+      const method = utf8.encode(request.method);
+      const path = utf8.encode(request.path);
+      const query = utf8.encode(request.query);
+      const methodPtr = guest.put(method);
+      const pathPtr = guest.put(path);
+      const queryPtr = guest.put(query);
+      const [headersPtr, headerCount] = guest.putHeaders(request.headers);
+      const bodyPtr = guest.put(request.body);
+      const ret = exports["on-request"](
+        methodPtr,
+        method.length,
+        pathPtr,
+        path.length,
+        queryPtr,
+        query.length,
+        headersPtr,
+        headerCount,
+        bodyPtr,
+        request.body.length,
+      );
+      const view = guest.view;
+      const response: ActorResponse = {
+        status: view.getUint16(ret, true),
+        headers: guest.headers(view.getUint32(ret + 4, true), view.getUint32(ret + 8, true)),
+        body: guest.copy(view.getUint32(ret + 12, true), view.getUint32(ret + 16, true)),
+      };
+      exports["cabi_post_on-request"]?.(ret);
+      return Promise.resolve(response);
+    },
+  };
+}
