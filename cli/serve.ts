@@ -92,6 +92,14 @@ const SERVE_FLAGS: FlagSpec[] = [
     defaultText: "60",
   },
   {
+    name: "db-idle-secs",
+    kind: "integer",
+    min: 1,
+    value: "N",
+    description: "an actor's database unused this long is closed (the actor may stay in memory)",
+    defaultText: "5",
+  },
+  {
     name: "max-body-bytes",
     kind: "integer",
     min: 0,
@@ -248,6 +256,7 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
     maxResidentActors: (flags["max-resident-actors"] as number | undefined) ??
       NODE_DEFAULTS.maxResidentActors,
     idleMs: seconds("idle-secs", NODE_DEFAULTS.idleMs),
+    databaseIdleMs: seconds("db-idle-secs", NODE_DEFAULTS.databaseIdleMs),
     maxBodyBytes: (flags["max-body-bytes"] as number | undefined) ?? NODE_DEFAULTS.maxBodyBytes,
     executors: (flags.executors as number | undefined) ?? navigator.hardwareConcurrency,
     stopGraceMs: NODE_DEFAULTS.stopGraceMs,

@@ -37,14 +37,23 @@ export function openFileLimit(): number {
 }
 
 /**
+ * Most actor databases open at once on a node, whatever the file limit: an
+ * open SQLite connection costs about 129 KiB that the allocator keeps once
+ * freed (docs/performance.md), so this bounds that memory to about 256 MiB.
+ */
+export const MAX_OPEN_DATABASES = 2048;
+
+/**
  * How many actor databases may be open at once under an open-file limit.
  *
  * @example
  * ```ts
  * import { maxOpenDatabases } from "./limits.ts";
- * maxOpenDatabases(20000); // 5000
+ * maxOpenDatabases(20000); // 2048
+ * maxOpenDatabases(1024); // 256
  * ```
  */
 export function maxOpenDatabases(fileLimit: number): number {
-  return Math.max(1, Math.floor(fileLimit * DATABASE_SHARE_OF_OPEN_FILES / FILES_PER_DATABASE));
+  const byFiles = Math.floor(fileLimit * DATABASE_SHARE_OF_OPEN_FILES / FILES_PER_DATABASE);
+  return Math.max(1, Math.min(MAX_OPEN_DATABASES, byFiles));
 }

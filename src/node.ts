@@ -39,6 +39,8 @@ export interface NodeOptions {
   maxQueuedEvents: number;
   maxResidentActors: number;
   idleMs: number;
+  /** An actor's database unused this long is closed; the actor may stay resident. */
+  databaseIdleMs: number;
   maxBodyBytes: number;
   /** Execution workers; default one per core. */
   executors: number;
@@ -58,6 +60,7 @@ export const NODE_DEFAULTS = {
   maxQueuedEvents: 128,
   maxResidentActors: 10_000,
   idleMs: 60_000,
+  databaseIdleMs: 5_000,
   maxBodyBytes: 1024 * 1024,
   stopGraceMs: 10_000,
   abi: "auto" as "auto" | "jco",
@@ -155,6 +158,7 @@ export class WasmKeepNode {
       dataDir,
       classes,
       maxOpenDatabases: maxOpenDatabases(fileLimit),
+      databaseIdleMs: options.databaseIdleMs,
       eventTimeoutMs: options.eventTimeoutMs,
       logLevel: options.logLevel,
       clock,

@@ -33,6 +33,9 @@ import {
   instantiateDirect,
 } from "./abi/direct.ts";
 
+/** How often idle databases are looked for. */
+const DATABASE_SWEEP_MS = 1000;
+
 /** The meta key holding the code version whose on-init ran. */
 const INIT_VERSION_KEY = "init_version";
 
@@ -136,7 +139,14 @@ class Executor {
   constructor(readonly init: ExecutorInit, classes: LoadedClass[], sender: FrameSender) {
     this.#sender = sender;
     for (const loaded of classes) this.#classes.set(loaded.spec.className, loaded);
-    this.#databases = new DatabasePool(init.maxOpenDatabases);
+    this.#databases = new DatabasePool(init.maxOpenDatabases, () => performance.now());
+    // The executor runs no cluster code and has no clock to share: its own
+    // timer is fine here. Unref'd, so it never keeps the process alive.
+    const sweep = setInterval(
+      () => this.#databases.closeIdle(init.databaseIdleMs),
+      Math.min(init.databaseIdleMs, DATABASE_SWEEP_MS),
+    );
+    Deno.unrefTimer(sweep);
     this.#log = createLogger({ level: init.logLevel as LogLevel });
   }
 

@@ -44,6 +44,8 @@ export interface ExecutorPoolOptions {
   classes: WorkerClass[];
   /** Databases open at once across the pool (each holds two files). */
   maxOpenDatabases: number;
+  /** A database unused this long is closed. */
+  databaseIdleMs: number;
   /** The wall-clock limit of one event. */
   eventTimeoutMs: number;
   logLevel: string;
@@ -137,6 +139,7 @@ export class ExecutorPool {
         1,
         Math.floor(this.#options.maxOpenDatabases / this.#options.size),
       ),
+      databaseIdleMs: this.#options.databaseIdleMs,
       classes: this.#options.classes,
       logLevel: this.#options.logLevel,
     });

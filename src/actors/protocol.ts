@@ -43,6 +43,8 @@ export interface ExecutorInit {
   dataDir: string;
   /** Databases the executor keeps open at once. */
   maxOpenDatabases: number;
+  /** A database unused this long is closed (its actor may stay resident). */
+  databaseIdleMs: number;
   classes: WorkerClass[];
   logLevel: string;
 }

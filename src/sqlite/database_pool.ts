@@ -1,6 +1,8 @@
 /**
- * The open actor databases of one executor, least recently used closed first,
- * so open files stay within the process's limit.
+ * The open actor databases of one executor: least recently used closed first,
+ * so open files stay within the process's limit, and closed once idle, since
+ * an open SQLite connection costs about 129 KiB (docs/performance.md) and an
+ * idle actor does not need one.
  *
  * @module
  */
@@ -12,25 +14,29 @@ import { ActorDatabase } from "./actor_database.ts";
  *
  * @example
  * ```ts ignore
- * const pool = new DatabasePool(100);
+ * const pool = new DatabasePool(100, () => performance.now());
  * pool.get("/data/actors/default/counter/alice.db").exec("SELECT 1", []);
  * pool.closeAll();
  * ```
  */
 export class DatabasePool {
-  readonly #open = new Map<string, ActorDatabase>();
+  readonly #open = new Map<string, { db: ActorDatabase; lastUsed: number }>();
   readonly #madeDirs = new Set<string>();
 
-  /** @param maxOpen databases kept open at once */
-  constructor(readonly maxOpen: number) {}
+  /**
+   * @param maxOpen databases kept open at once
+   * @param now the clock idle times are measured on, in milliseconds
+   */
+  constructor(readonly maxOpen: number, readonly now: () => number) {}
 
   /** The open database at `path`, opening (and creating) it if needed. */
   get(path: string): ActorDatabase {
-    let db = this.#open.get(path);
-    if (db) {
+    const entry = this.#open.get(path);
+    if (entry) {
       this.#open.delete(path);
-      this.#open.set(path, db);
-      return db;
+      entry.lastUsed = this.now();
+      this.#open.set(path, entry);
+      return entry.db;
     }
     if (this.#open.size >= this.maxOpen) this.#closeOne();
     const dir = path.slice(0, path.lastIndexOf("/"));
@@ -38,18 +44,18 @@ export class DatabasePool {
       Deno.mkdirSync(dir, { recursive: true });
       this.#madeDirs.add(dir);
     }
-    db = new ActorDatabase(path);
-    this.#open.set(path, db);
+    const db = new ActorDatabase(path);
+    this.#open.set(path, { db, lastUsed: this.now() });
     return db;
   }
 
   /** The database at `path` if it is open. */
   peek(path: string): ActorDatabase | undefined {
-    return this.#open.get(path);
+    return this.#open.get(path)?.db;
   }
 
   #closeOne() {
-    for (const [path, db] of this.#open) {
+    for (const [path, { db }] of this.#open) {
       // A database inside a transaction belongs to an event under way.
       if (db.inTransaction) continue;
       db.close();
@@ -58,15 +64,30 @@ export class DatabasePool {
     }
   }
 
+  /** Closes the databases not used for `idleMs`; returns how many. */
+  closeIdle(idleMs: number): number {
+    const cutoff = this.now() - idleMs;
+    let closed = 0;
+    // Least recently used first: stop at the first one used since the cutoff.
+    for (const [path, { db, lastUsed }] of this.#open) {
+      if (lastUsed > cutoff) break;
+      if (db.inTransaction) continue;
+      db.close();
+      this.#open.delete(path);
+      closed++;
+    }
+    return closed;
+  }
+
   /** Closes the database at `path`, rolling back an open transaction. */
   close(path: string): void {
-    this.#open.get(path)?.close();
+    this.#open.get(path)?.db.close();
     this.#open.delete(path);
   }
 
   /** Closes every database. */
   closeAll(): void {
-    for (const db of this.#open.values()) db.close();
+    for (const { db } of this.#open.values()) db.close();
     this.#open.clear();
   }
 }
