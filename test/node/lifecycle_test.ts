@@ -152,3 +152,54 @@ for (const abi of ["auto", "jco"]) {
     }
   });
 }
+
+function openFilesUnder(pid: number, dir: string): string[] {
+  const files: string[] = [];
+  for (const entry of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    try {
+      const stat = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (Number(entry.name) !== pid && ppid !== pid) continue;
+      for (const fd of Deno.readDirSync(`/proc/${entry.name}/fd`)) {
+        try {
+          const target = Deno.readLinkSync(`/proc/${entry.name}/fd/${fd.name}`);
+          if (target.startsWith(dir)) files.push(target);
+        } catch {
+          // Closed while we looked.
+        }
+      }
+    } catch {
+      // The process exited while we looked.
+    }
+  }
+  return files;
+}
+
+Deno.test("an idle actor's database is closed while the actor stays resident", async () => {
+  await withNode(
+    ["--actor", `counter=${COUNTER_WASM}`, "--db-idle-secs", "1"],
+    async (node, dataDir) => {
+      const actorDir = `${await Deno.realPath(dataDir)}/actors`;
+      assert.equal(
+        await text(await fetch(`${node.url}/actor/counter/quiet`, { method: "POST" })),
+        "1",
+      );
+      assert.ok(
+        openFilesUnder(node.pid, actorDir).some((f) => f.endsWith("quiet.db")),
+        "the database is open after an event",
+      );
+      let open = openFilesUnder(node.pid, actorDir);
+      for (let i = 0; i < 40 && open.length > 0; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        open = openFilesUnder(node.pid, actorDir);
+      }
+      assert.deepEqual(open, [], "the idle database was closed");
+      assert.equal(await metric(node.url, "wasmkeep_resident_actors"), 1);
+      assert.equal(
+        await text(await fetch(`${node.url}/actor/counter/quiet`, { method: "POST" })),
+        "2",
+      );
+    },
+  );
+});
