@@ -20,7 +20,7 @@
  */
 
 import type { LoadResult, LoadSpec } from "./load_gen.ts";
-import type { PartResult } from "./memory_parts.ts";
+import { type PartResult, PARTS } from "./memory_parts.ts";
 import {
   mapLimit,
   metric,
@@ -415,7 +415,7 @@ async function main() {
     );
     await base.stop();
 
-    for (const part of ["instances", "databases", "databases-small-cache"] as const) {
+    for (const part of PARTS) {
       parts.push(await memoryPart(part, tmp));
     }
   } finally {

@@ -3,9 +3,11 @@
  * in a fresh process (`counter_bench.ts` runs it twice):
  *
  * - `instances`: N instances of the counter component through jco's
- *   instantiation glue (as an execution worker makes them), each given
- *   stub host imports and run through `on-init` and one `on-request`, so
- *   its linear memory and stack are touched as in the real node.
+ *   instantiation glue (as an executor makes them with `--abi jco`), each
+ *   given stub host imports and run through `on-init` and one `on-request`,
+ *   so its linear memory and stack are touched as in the real node.
+ * - `direct-instances`: the same through the direct bindings
+ *   (`src/actors/abi/direct.ts`), as an executor makes them by default.
  * - `databases`: N open actor databases (`src/sqlite/actor_database.ts`,
  *   as a storage worker holds them), each with the counter's table, the
  *   meta row and one increment.
@@ -23,12 +25,18 @@
  */
 
 import { loadComponent } from "../src/actors/component.ts";
+import { type ActorImports, instantiateDirect } from "../src/actors/abi/direct.ts";
 import { ActorDatabase, type ExecResult } from "../src/sqlite/actor_database.ts";
 import { DatabaseSync } from "node:sqlite";
 import { ROOT } from "./processes.ts";
 
 /** The parts this script measures. */
-export const PARTS = ["instances", "databases", "databases-small-cache"] as const;
+export const PARTS = [
+  "instances",
+  "direct-instances",
+  "databases",
+  "databases-small-cache",
+] as const;
 /** One of {@linkcode PARTS}. */
 export type Part = typeof PARTS[number];
 
@@ -150,6 +158,52 @@ async function instances(count: number, tmp: string): Promise<PartResult> {
   return result;
 }
 
+function stubDirectImports(): ActorImports {
+  const result: ExecResult = {
+    columns: ["n"],
+    rows: [[{ tag: "integer", val: 1n }]],
+    changes: 1n,
+    lastInsertRowid: 1n,
+  };
+  return {
+    exec: () => result,
+    execDurable: () => result,
+    inTransaction: () => false,
+    deleteSelf: () => {},
+    self: () => ({ tenant: "default", class: "counter", name: "x" }),
+    call: () => ({ status: 200, headers: [], body: new Uint8Array() }),
+    alarmSet: () => {},
+    alarmGet: () => undefined,
+    alarmDelete: () => {},
+    wsSend: () => {},
+    wsClose: () => {},
+    wsConnections: () => [],
+    configGet: () => undefined,
+    log: () => {},
+  };
+}
+
+async function directInstances(count: number, tmp: string): Promise<PartResult> {
+  const loaded = await loadComponent(
+    "counter",
+    `${ROOT}examples/counter/counter.wasm`,
+    `${tmp}/cache`,
+  );
+  if (!loaded.directModule) throw new Error(`no direct bindings: ${loaded.directProblem}`);
+  const module = new WebAssembly.Module(
+    loaded.coreModules[loaded.directModule] as Uint8Array<ArrayBuffer>,
+  );
+  const { result, kept } = await measure("direct-instances", count, async () => {
+    // Each instance gets its own import object, as each actor does.
+    const exports = instantiateDirect(module, stubDirectImports());
+    await exports.onInit();
+    await exports.onRequest(REQUEST);
+    return exports;
+  });
+  if (kept.length !== count) throw new Error("lost instances");
+  return result;
+}
+
 /**
  * What `ActorDatabase` opens, on a raw connection whose page cache is bounded
  * to 8 pages before SQLite makes it (the cache's first allocation is sized
@@ -195,6 +249,8 @@ if (import.meta.main) {
   try {
     const result = part === "instances"
       ? await instances(count, tmp)
+      : part === "direct-instances"
+      ? await directInstances(count, tmp)
       : await databases(count, tmp, part);
     console.log(JSON.stringify(result));
   } finally {
