@@ -194,13 +194,25 @@ export class WasmKeepNode {
     );
 
     const classNames = new Set(classes.map((c) => c.className));
+    // One bound counter per class and status class, made on first use.
+    const eventCounters = new Map<string, (by?: number) => void>();
+    const countEvent = (className: string, status: number) => {
+      const statusClass = `${Math.floor(status / 100)}xx`;
+      const id = `${className} ${statusClass}`;
+      let increment = eventCounters.get(id);
+      if (!increment) {
+        increment = metrics.boundCounter(
+          "wasmkeep_events_total",
+          "Actor events, by class and HTTP status class.",
+          { class: className, status: statusClass },
+        );
+        eventCounters.set(id, increment);
+      }
+      increment();
+    };
     const dispatch = async (key: ActorKey, request: ActorRequest) => {
       const outcome = await host.dispatch(key, request);
-      const status = outcome.kind === "response" ? outcome.response.status : outcome.status;
-      metrics.counter("wasmkeep_events_total", "Actor events, by class and HTTP status class.", {
-        class: key.class,
-        status: `${Math.floor(status / 100)}xx`,
-      });
+      countEvent(key.class, outcome.kind === "response" ? outcome.response.status : outcome.status);
       return outcome;
     };
     // Requests may arrive before the node object exists.

@@ -56,6 +56,24 @@ export class MetricsRegistry {
     else family.series.set(key, { labels, value: by });
   }
 
+  /**
+   * A counter series bound once, for hot paths: each call adds `by`
+   * (default 1) without looking the series up again.
+   */
+  boundCounter(name: string, help: string, labels: Labels = {}): (by?: number) => void {
+    const family = this.#family(name, help, "counter");
+    const key = labelKey(labels);
+    let series = family.series.get(key);
+    if (!series) {
+      series = { labels, value: 0 };
+      family.series.set(key, series);
+    }
+    const bound = series;
+    return (by = 1) => {
+      bound.value = (bound.value as number) + by;
+    };
+  }
+
   /** Makes a gauge read `read()` whenever the metrics are rendered. */
   gauge(name: string, help: string, read: () => number, labels: Labels = {}): void {
     this.#family(name, help, "gauge").series.set(labelKey(labels), { labels, value: read });
