@@ -232,11 +232,11 @@ class Executor {
     this.#databases.peek(path)?.rollback();
   }
 
-  async runEvent(seq: number, key: ActorKey, request: ActorRequest) {
-    const id = actorKeyString(key);
-    const path = actorDatabasePath(this.init.dataDir, key);
+  async runEvent(seq: number, id: string, key: ActorKey, request: ActorRequest) {
+    let actor = this.#resident.get(id);
+    // Kept with the resident actor: computing it costs a percent-encoding per event.
+    const path = actor?.path ?? actorDatabasePath(this.init.dataDir, key);
     try {
-      let actor = this.#resident.get(id);
       if (!actor) {
         actor = await this.#wake(key);
         this.#resident.set(id, actor);
@@ -275,8 +275,8 @@ class Executor {
     const id = actorKeyString(key);
     const previous = this.#chains.get(id);
     const run = previous
-      ? previous.then(() => this.runEvent(seq, key, request))
-      : this.runEvent(seq, key, request);
+      ? previous.then(() => this.runEvent(seq, id, key, request))
+      : this.runEvent(seq, id, key, request);
     this.#chains.set(id, run);
     run.then(() => {
       if (this.#chains.get(id) === run) this.#chains.delete(id);
