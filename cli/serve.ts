@@ -104,7 +104,7 @@ const SERVE_FLAGS: FlagSpec[] = [
     kind: "integer",
     min: 0,
     value: "N",
-    description: "largest request body; larger get 413",
+    description: "largest request body, at most 33554432 (32 MiB); larger get 413",
     defaultText: "1048576",
   },
   {
@@ -142,6 +142,9 @@ export const SERVE_HELP: string = formatHelp(
 );
 
 const NODE_ID = /^[a-z0-9][a-z0-9-]{0,62}$/;
+
+/** The largest --max-body-bytes: half a frame to an executor (MAX_FRAME_BYTES). */
+const MAX_BODY_BYTES = 32 * 1024 * 1024;
 
 function parseListen(value: string): { hostname: string; port: number } {
   const match = value.match(/^(?:\[([0-9a-fA-F:.]+)\]|([^:\[\]]*)):(\d{1,5})$/);
@@ -232,6 +235,11 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
   if (!["debug", "info", "warn", "error"].includes(logLevel)) {
     throw new UsageError(`--log-level must be debug, info, warn or error, not '${logLevel}'`);
   }
+  const maxBody = flags["max-body-bytes"] as number | undefined;
+  if (maxBody !== undefined && maxBody > MAX_BODY_BYTES) {
+    // A request travels to its executor in one frame, which has a limit.
+    throw new UsageError(`--max-body-bytes must be at most ${MAX_BODY_BYTES}, not ${maxBody}`);
+  }
   const abi = (flags.abi as string | undefined) ?? NODE_DEFAULTS.abi;
   if (abi !== "auto" && abi !== "jco") {
     throw new UsageError(`--abi must be auto or jco, not '${abi}'`);
@@ -257,7 +265,7 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
       NODE_DEFAULTS.maxResidentActors,
     idleMs: seconds("idle-secs", NODE_DEFAULTS.idleMs),
     databaseIdleMs: seconds("db-idle-secs", NODE_DEFAULTS.databaseIdleMs),
-    maxBodyBytes: (flags["max-body-bytes"] as number | undefined) ?? NODE_DEFAULTS.maxBodyBytes,
+    maxBodyBytes: maxBody ?? NODE_DEFAULTS.maxBodyBytes,
     executors: (flags.executors as number | undefined) ?? navigator.hardwareConcurrency,
     stopGraceMs: NODE_DEFAULTS.stopGraceMs,
     abi,

@@ -12,7 +12,6 @@
  */
 
 import { decodePlain, encodePlain, MessageTooLarge, type Plain } from "../sqlite/codec.ts";
-import { concatBytes } from "../bytes.ts";
 
 /** Largest message either side sends; a larger one fails its event instead. */
 export const MAX_FRAME_BYTES = 64 * 1024 * 1024;
@@ -22,39 +21,13 @@ const READ_BYTES = 256 * 1024;
 
 const INITIAL_BUFFER_BYTES = 64 * 1024;
 
-/**
- * Encodes messages into one reusable buffer that grows as needed, up to
- * {@linkcode MAX_FRAME_BYTES}.
- *
- * @example
- * ```ts
- * import { FrameEncoder } from "./frames.ts";
- * const frame = new FrameEncoder().encode({ type: "ready" });
- * ```
- */
-export class FrameEncoder {
-  #buffer = new Uint8Array(INITIAL_BUFFER_BYTES);
-
-  /** The frame of `message`: a view into the encoder's buffer, valid until the next call. */
-  encode(message: Plain): Uint8Array {
-    while (true) {
-      try {
-        const length = encodePlain(message, this.#buffer.subarray(4));
-        new DataView(this.#buffer.buffer).setUint32(0, length, true);
-        return this.#buffer.subarray(0, 4 + length);
-      } catch (error) {
-        if (!(error instanceof MessageTooLarge) || this.#buffer.length >= MAX_FRAME_BYTES + 4) {
-          throw error;
-        }
-        this.#buffer = new Uint8Array(Math.min(this.#buffer.length * 4, MAX_FRAME_BYTES + 4));
-      }
-    }
-  }
-}
+/** A batch buffer larger than this is not kept for reuse once written. */
+const MAX_SPARE_BYTES = 1024 * 1024;
 
 /**
  * Sends messages on a connection, one write per batch of messages posted
- * together.
+ * together. Messages are encoded straight into the batch's buffer; two
+ * buffers take turns, one filling while the other is written.
  *
  * @example
  * ```ts ignore
@@ -64,9 +37,9 @@ export class FrameEncoder {
  */
 export class FrameSender {
   readonly #conn: Deno.Conn;
-  readonly #encoder = new FrameEncoder();
-  #queued: Uint8Array[] = [];
-  #queuedBytes = 0;
+  #batch: Uint8Array = new Uint8Array(INITIAL_BUFFER_BYTES);
+  #used = 0;
+  #spare: Uint8Array | undefined;
   #writing: Promise<void> = Promise.resolve();
   #scheduled = false;
   #broken = false;
@@ -75,12 +48,32 @@ export class FrameSender {
     this.#conn = conn;
   }
 
-  /** Queues `message`; it is written with the others posted before the next microtask checkpoint. */
+  /**
+   * Queues `message`; it is written with the others posted before the next
+   * microtask checkpoint. Throws {@linkcode MessageTooLarge} for a message
+   * over {@linkcode MAX_FRAME_BYTES}.
+   */
   send(message: Plain): void {
     if (this.#broken) return;
-    const frame = this.#encoder.encode(message).slice();
-    this.#queued.push(frame);
-    this.#queuedBytes += frame.length;
+    while (true) {
+      const room = Math.min(this.#batch.length - this.#used - 4, MAX_FRAME_BYTES);
+      try {
+        const length = encodePlain(
+          message,
+          this.#batch.subarray(this.#used + 4, this.#used + 4 + room),
+        );
+        new DataView(this.#batch.buffer).setUint32(this.#used, length, true);
+        this.#used += 4 + length;
+        break;
+      } catch (error) {
+        if (!(error instanceof MessageTooLarge) || room >= MAX_FRAME_BYTES) throw error;
+        const grown = new Uint8Array(
+          Math.min(this.#batch.length * 4, this.#used + 4 + MAX_FRAME_BYTES),
+        );
+        grown.set(this.#batch.subarray(0, this.#used));
+        this.#batch = grown;
+      }
+    }
     if (!this.#scheduled) {
       this.#scheduled = true;
       queueMicrotask(() => this.#flush());
@@ -89,14 +82,15 @@ export class FrameSender {
 
   #flush() {
     this.#scheduled = false;
-    const frames = this.#queued;
-    const total = this.#queuedBytes;
-    this.#queued = [];
-    this.#queuedBytes = 0;
-    const batch = frames.length === 1 ? frames[0] : concatBytes(frames, total);
+    const full = this.#batch;
+    const batch = full.subarray(0, this.#used);
+    this.#batch = this.#spare ?? new Uint8Array(INITIAL_BUFFER_BYTES);
+    this.#spare = undefined;
+    this.#used = 0;
     this.#writing = this.#writing.then(async () => {
       let written = 0;
       while (written < batch.length) written += await this.#conn.write(batch.subarray(written));
+      if (full.length <= MAX_SPARE_BYTES) this.#spare = full;
     }).catch(() => {
       // The other side is gone; whoever reads from it finds out.
       this.#broken = true;

@@ -35,6 +35,10 @@ Deno.test("usage errors exit 2 naming the flag", async () => {
         ["serve", "--actor", `counter=${COUNTER_WASM}`, "--max-queued-events", "0"],
         /--max-queued-events must be at least 1/,
       ],
+      [
+        ["serve", "--actor", `counter=${COUNTER_WASM}`, "--max-body-bytes", "40000000"],
+        /--max-body-bytes must be at most 33554432/,
+      ],
       [["frobnicate"], /unknown command 'frobnicate'/],
     ] as const
   ) {
