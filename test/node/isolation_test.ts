@@ -125,3 +125,47 @@ Deno.test("a full queue answers 503 with Retry-After, and a stop lets the event 
     assert.match(node.logs(), /node stopped/);
   });
 });
+
+function childPids(pid: number): number[] {
+  const children: number[] = [];
+  for (const entry of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    try {
+      const stat = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
+      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === pid) {
+        children.push(Number(entry.name));
+      }
+    } catch {
+      // Exited while we looked.
+    }
+  }
+  return children;
+}
+
+Deno.test("an executor killed from outside is replaced, and its actors answer again with their state", async () => {
+  await withNode(["--actor", `testbed=${TESTBED_WASM}`, "--executors", "2"], async (node) => {
+    const names = [nameOnShard(0, "a"), nameOnShard(1, "b")];
+    for (const name of names) {
+      assert.equal((await fetch(`${node.url}/actor/testbed/${name}/insert?x`)).status, 200);
+    }
+    const executors = childPids(node.pid);
+    assert.equal(executors.length, 2, "one process per executor");
+    for (const pid of executors) Deno.kill(pid, "SIGKILL");
+    for (const name of names) {
+      let answer = "";
+      for (let i = 0; i < 50 && answer !== "1"; i++) {
+        const response = await fetch(`${node.url}/actor/testbed/${name}/rows`);
+        answer = await text(response);
+        if (answer !== "1") await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.equal(answer, "1", `${name} answers from its database after its executor died`);
+    }
+    assert.match(node.logs(), /executor exited/);
+    const replaced = childPids(node.pid);
+    assert.equal(replaced.length, 2);
+    assert.ok(
+      replaced.every((pid) => !executors.includes(pid)),
+      "both executors are new processes",
+    );
+  });
+});
