@@ -88,11 +88,18 @@ export function directBindingsProblem(core: CoreInterface): string | undefined {
  */
 export interface ActorImports {
   exec(sql: string, params: SqlValue[]): ExecResult;
-  execDurable(sql: string, params: SqlValue[]): ExecResult;
+  /** May wait: the guest is suspended meanwhile (JSPI). */
+  execDurable(sql: string, params: SqlValue[]): ExecResult | Promise<ExecResult>;
   inTransaction(): boolean;
-  deleteSelf(): void;
+  /** May wait: the guest is suspended meanwhile (JSPI). */
+  deleteSelf(): void | Promise<void>;
   self(): { tenant: string; class: string; name: string };
-  call(className: string, name: string, request: ActorRequest): ActorResponse;
+  /** May wait: the guest is suspended meanwhile (JSPI). */
+  call(
+    className: string,
+    name: string,
+    request: ActorRequest,
+  ): ActorResponse | Promise<ActorResponse>;
   alarmSet(atMs: bigint): void;
   alarmGet(): bigint | undefined;
   alarmDelete(): void;
@@ -228,6 +235,31 @@ function withErr<T>(
   writeOk(value);
 }
 
+/** {@linkcode withErr} for an import that may wait. */
+async function withErrWaiting<T>(
+  run: () => T | Promise<T>,
+  writeOk: (value: T) => void,
+  writeErr: (payload: unknown) => void,
+) {
+  let value: T;
+  try {
+    value = await run();
+  } catch (error) {
+    if (error instanceof GuestError) return writeErr(error.payload);
+    throw error;
+  }
+  writeOk(value);
+}
+
+/**
+ * JSPI, which V8 (and so Deno 2.9) has on by default; typed here because
+ * Deno's WebAssembly declarations do not list it yet.
+ */
+const JSPI = WebAssembly as unknown as {
+  Suspending: new (fn: (...args: never[]) => Promise<unknown>) => WebAssembly.ImportValue;
+  promising<A extends unknown[], R>(fn: (...args: A) => R): (...args: A) => Promise<R>;
+};
+
 function readValues(guest: Guest, ptr: number, len: number): SqlValue[] {
   const values: SqlValue[] = [];
   for (let i = 0; i < len; i++) {
@@ -341,18 +373,23 @@ function readRequest(guest: Guest, a: number[]): ActorRequest {
 }
 
 function coreImports(guest: Guest, host: ActorImports): WebAssembly.Imports {
-  const exec = (durable: boolean) =>
-  (
-    sqlPtr: number,
-    sqlLen: number,
-    ptr: number,
-    len: number,
-    ret: number,
-  ) => {
+  const exec = (sqlPtr: number, sqlLen: number, ptr: number, len: number, ret: number) => {
     const sql = guest.string(sqlPtr, sqlLen);
     const params = readValues(guest, ptr, len);
     withErr(
-      () => durable ? host.execDurable(sql, params) : host.exec(sql, params),
+      () => host.exec(sql, params),
+      (result) => writeExecResult(guest, ret, result),
+      (payload) => {
+        writeSqlError(guest, ret + 8, payload);
+        guest.view.setUint8(ret, 1);
+      },
+    );
+  };
+  const execDurable = (sqlPtr: number, sqlLen: number, ptr: number, len: number, ret: number) => {
+    const sql = guest.string(sqlPtr, sqlLen);
+    const params = readValues(guest, ptr, len);
+    return withErrWaiting(
+      () => host.execDurable(sql, params),
       (result) => writeExecResult(guest, ret, result),
       (payload) => {
         writeSqlError(guest, ret + 8, payload);
@@ -368,14 +405,15 @@ function coreImports(guest: Guest, host: ActorImports): WebAssembly.Imports {
     );
   return {
     [`wasmkeep:actor/storage${VERSION}`]: {
-      exec: exec(false),
-      "exec-durable": exec(true),
+      exec,
+      "exec-durable": new JSPI.Suspending(execDurable),
       "in-transaction": () => host.inTransaction() ? 1 : 0,
-      "delete-self": (ret: number) =>
-        withErr(() => host.deleteSelf(), () => guest.view.setUint8(ret, 0), (payload) => {
+      "delete-self": new JSPI.Suspending((ret: number) =>
+        withErrWaiting(() => host.deleteSelf(), () => guest.view.setUint8(ret, 0), (payload) => {
           writeSqlError(guest, ret + 4, payload);
           guest.view.setUint8(ret, 1);
-        }),
+        })
+      ),
     },
     [`wasmkeep:actor/actors${VERSION}`]: {
       self: (ret: number) => {
@@ -384,12 +422,12 @@ function coreImports(guest: Guest, host: ActorImports): WebAssembly.Imports {
         guest.putList(ret + 8, utf8.encode(id.class));
         guest.putList(ret + 16, utf8.encode(id.name));
       },
-      call: (...args: number[]) => {
+      call: new JSPI.Suspending((...args: number[]) => {
         const ret = args[14];
         const className = guest.string(args[0], args[1]);
         const name = guest.string(args[2], args[3]);
         const request = readRequest(guest, args.slice(4, 14));
-        withErr(() => host.call(className, name, request), (response) => {
+        return withErrWaiting(() => host.call(className, name, request), (response) => {
           const [headers, count] = guest.putHeaders(response.headers);
           guest.putList(ret + 16, response.body);
           const view = guest.view;
@@ -398,7 +436,7 @@ function coreImports(guest: Guest, host: ActorImports): WebAssembly.Imports {
           view.setUint32(ret + 8, headers, true);
           view.setUint32(ret + 12, count, true);
         }, (payload) => writeUnitResult(guest, ret, String(payload)));
-      },
+      }),
     },
     [`wasmkeep:actor/alarms${VERSION}`]: {
       set: (atMs: bigint, ret: number) =>
@@ -480,20 +518,23 @@ export function instantiateDirect(
   const exports = instance.exports as unknown as MainExports;
   guest.memory = exports.memory;
   guest.realloc = exports.cabi_realloc;
+  // Promising exports run on a stack of their own, which an import that
+  // waits (exec-durable, delete-self, call) can suspend.
+  const onInit = JSPI.promising(exports["on-init"]);
+  const onRequest = JSPI.promising(exports["on-request"]);
 
   return {
-    onInit(): Promise<void> {
-      const ret = exports["on-init"]();
+    async onInit(): Promise<void> {
+      const ret = await onInit();
       const view = guest.view;
       const failed = view.getUint8(ret) === 1;
       const message = failed
         ? guest.string(view.getUint32(ret + 4, true), view.getUint32(ret + 8, true))
         : "";
       exports["cabi_post_on-init"]?.(ret);
-      if (failed) return Promise.reject(Object.assign(new Error(message), { payload: message }));
-      return Promise.resolve();
+      if (failed) throw Object.assign(new Error(message), { payload: message });
     },
-    onRequest(request: ActorRequest): Promise<ActorResponse> {
+    async onRequest(request: ActorRequest): Promise<ActorResponse> {
       const method = utf8.encode(request.method);
       const path = utf8.encode(request.path);
       const query = utf8.encode(request.query);
@@ -502,7 +543,7 @@ export function instantiateDirect(
       const queryPtr = guest.put(query);
       const [headersPtr, headerCount] = guest.putHeaders(request.headers);
       const bodyPtr = guest.put(request.body);
-      const ret = exports["on-request"](
+      const ret = await onRequest(
         methodPtr,
         method.length,
         pathPtr,
@@ -521,7 +562,7 @@ export function instantiateDirect(
         body: guest.copy(view.getUint32(ret + 12, true), view.getUint32(ret + 16, true)),
       };
       exports["cabi_post_on-request"]?.(ret);
-      return Promise.resolve(response);
+      return response;
     },
   };
 }
