@@ -114,7 +114,7 @@ export class ActorHost {
     this.#inFlight++;
     state.inFlight++;
     const actor = state;
-    return this.#pool.run(key, request).then((outcome) => {
+    return this.#pool.run(actor.executor, key, request).then((outcome) => {
       this.#inFlight--;
       actor.inFlight--;
       actor.lastEventAt = this.#clock.monotonic();

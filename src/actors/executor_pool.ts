@@ -327,9 +327,13 @@ export class ExecutorPool {
     this.#options.onExecutorReplaced?.(executor.index);
   }
 
-  /** Runs one request event. The caller keeps events of one actor in order. */
-  run(actor: ActorKey, request: ActorRequest): Promise<EventOutcome> {
-    const executor = this.#executors[this.executorOf(actor)];
+  /**
+   * Runs one request event on executor `index` (the actor's, from
+   * {@linkcode executorOf}, which the caller keeps). Events of one actor run
+   * in the order they are given.
+   */
+  run(index: number, actor: ActorKey, request: ActorRequest): Promise<EventOutcome> {
+    const executor = this.#executors[index];
     return new Promise((resolve) => {
       const pending: PendingEvent = {
         seq: ++this.#seq,

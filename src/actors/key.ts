@@ -24,6 +24,8 @@ export interface ActorKey {
   name: string;
 }
 
+const utf8 = new TextEncoder();
+
 const CLASS_PATTERN = /^[a-z][a-z0-9_-]{0,62}$/;
 
 /**
@@ -40,7 +42,8 @@ const CLASS_PATTERN = /^[a-z][a-z0-9_-]{0,62}$/;
  */
 export function actorNameProblem(name: string): string | undefined {
   if (name.length === 0) return "the name is empty";
-  if (new TextEncoder().encode(name).length > MAX_NAME_BYTES) {
+  // A UTF-16 unit is at most 3 UTF-8 bytes: short names need no encoding.
+  if (name.length * 3 > MAX_NAME_BYTES && utf8.encode(name).length > MAX_NAME_BYTES) {
     return `the name is longer than ${MAX_NAME_BYTES} bytes`;
   }
   if (name === "." || name === "..") return "the name must not be '.' or '..'";

@@ -24,6 +24,25 @@ Deno.test("the codec round-trips every kind of value", () => {
   assert.deepEqual(decodePlain(buffer.subarray(0, length)), value);
 });
 
+Deno.test("short strings take the ASCII path, and anything else the UTF-8 one, alike", () => {
+  const buffer = new Uint8Array(4096);
+  for (
+    const text of [
+      "",
+      "host",
+      "a".repeat(64),
+      "a".repeat(65),
+      "é",
+      "ascii then é",
+      "\u0000\u007f",
+      "✓".repeat(30),
+    ]
+  ) {
+    const length = encodePlain({ [text]: text }, buffer);
+    assert.deepEqual(decodePlain(buffer.subarray(0, length)), { [text]: text });
+  }
+});
+
 Deno.test("a message larger than its buffer is refused, not truncated", () => {
   assert.throws(() => encodePlain("x".repeat(100), new Uint8Array(50)), MessageTooLarge);
   assert.throws(() => encodePlain(new Uint8Array(60), new Uint8Array(50)), MessageTooLarge);
