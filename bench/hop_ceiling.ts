@@ -13,7 +13,7 @@
  */
 
 import { FrameSender, readFrames } from "../src/actors/frames.ts";
-import type { Plain } from "../src/sqlite/codec.ts";
+import type { Plain } from "../src/actors/codec.ts";
 import { ROOT, runLoadProcess, startServer, stopAll } from "./processes.ts";
 
 interface EchoReply {

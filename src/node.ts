@@ -11,7 +11,7 @@ import { loadComponent } from "./actors/component.ts";
 import { ExecutorPool } from "./actors/executor_pool.ts";
 import { ActorHost } from "./actors/actor_host.ts";
 import { type ActorKey, DEFAULT_TENANT } from "./actors/key.ts";
-import type { ActorRequest, WorkerClass } from "./actors/protocol.ts";
+import type { ActorRequest, ExecutorClass } from "./actors/protocol.ts";
 import { createClientHandler } from "./http/client_handler.ts";
 import { maxOpenDatabases, openFileLimit } from "./limits.ts";
 import { type Bucket, openBucket, probeBucket } from "./bucket/mod.ts";
@@ -42,7 +42,7 @@ export interface NodeOptions {
   /** An actor's database unused this long is closed; the actor may stay resident. */
   databaseIdleMs: number;
   maxBodyBytes: number;
-  /** Execution workers; default one per core. */
+  /** Executor processes; default one per core. */
   executors: number;
   /** How long a clean stop waits for events under way. */
   stopGraceMs: number;
@@ -125,7 +125,7 @@ export class WasmKeepNode {
     const log = deps.log ?? createLogger({ level: options.logLevel });
     const dataDir = await Deno.realPath(await ensureDir(options.dataDir));
 
-    const classes: WorkerClass[] = [];
+    const classes: ExecutorClass[] = [];
     for (const actor of options.actors) {
       const loaded = await loadComponent(
         actor.className,
@@ -166,9 +166,9 @@ export class WasmKeepNode {
       onExecutorReplaced: (index) => {
         metrics.counter(
           "wasmkeep_executor_restarts_total",
-          "Execution workers replaced (an event past its limit, or a crash).",
+          "Executor processes replaced (an event past its limit, or a crash).",
         );
-        // Only called after a worker was replaced, long after host exists.
+        // Only called after an executor was replaced, long after host exists.
         host.executorReplaced(index);
       },
     });

@@ -33,7 +33,7 @@ export const ACTOR_EXPORTS: readonly (readonly [wit: string, jco: string])[] = [
 /**
  * Imports and exports that may wait (JSPI): the guest's stack is suspended
  * while the host awaits, so a durable write or a call does not block the
- * worker's other actors.
+ * executor's other actors.
  */
 const ASYNC_IMPORTS = [
   "wasmkeep:actor/storage@0.1.0#exec-durable",
@@ -65,7 +65,7 @@ function withoutDebugLog(glue: string): string {
 /** Largest component file accepted. */
 export const MAX_COMPONENT_BYTES = 64 * 1024 * 1024;
 
-/** A transpiled component, ready to instantiate in an execution worker. */
+/** A transpiled component, ready to instantiate in an executor. */
 export interface LoadedComponent {
   /** The class name it serves. */
   className: string;

@@ -17,15 +17,15 @@ import { type ActorKey, actorKeyString } from "./key.ts";
 import {
   actorDatabasePath,
   type ActorRequest,
+  type ExecutorClass,
   type ExecutorInit,
   type FromExecutor,
   type ToExecutor,
-  type WorkerClass,
 } from "./protocol.ts";
 import { FrameSender, readFrames } from "./frames.ts";
 import { DatabasePool } from "../sqlite/database_pool.ts";
 import { type ActorDatabase, type SqlError, toSqlError } from "../sqlite/actor_database.ts";
-import type { Plain } from "../sqlite/codec.ts";
+import type { Plain } from "./codec.ts";
 import {
   type ActorExportCalls,
   type ActorImports,
@@ -47,7 +47,7 @@ interface GlueModule {
 }
 
 interface LoadedClass {
-  spec: WorkerClass;
+  spec: ExecutorClass;
   /** jco's glue, for a class without the direct bindings. */
   glue?: GlueModule;
   modules: Map<string, WebAssembly.Module>;
@@ -88,7 +88,7 @@ function errorId(): string {
   ).join("");
 }
 
-async function loadClass(spec: WorkerClass): Promise<LoadedClass> {
+async function loadClass(spec: ExecutorClass): Promise<LoadedClass> {
   const modules = new Map<string, WebAssembly.Module>();
   for (const [name, bytes] of Object.entries(spec.coreModules)) {
     if (spec.directModule && name !== spec.directModule) continue;
@@ -162,7 +162,7 @@ class Executor {
     }
   }
 
-  #imports(key: ActorKey, path: string, spec: WorkerClass): ActorImports {
+  #imports(key: ActorKey, path: string, spec: ExecutorClass): ActorImports {
     const log = this.#log.with({ actor: actorKeyString(key) });
     const fail = (error: SqlError | string): never => {
       throw new GuestError(error);

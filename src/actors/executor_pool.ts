@@ -14,12 +14,12 @@ import { type ActorKey, actorKeyString } from "./key.ts";
 import type {
   ActorRequest,
   ActorResponse,
+  ExecutorClass,
   FromExecutor,
   ToExecutor,
-  WorkerClass,
 } from "./protocol.ts";
 import { FrameSender, readFrames } from "./frames.ts";
-import type { Plain } from "../sqlite/codec.ts";
+import type { Plain } from "./codec.ts";
 
 /**
  * How long an executor gets to confirm it dropped a timed-out event before
@@ -47,7 +47,7 @@ export interface ExecutorPoolOptions {
   /** Number of executor processes (one per core by default). */
   size: number;
   dataDir: string;
-  classes: WorkerClass[];
+  classes: ExecutorClass[];
   /** Databases open at once across the pool (each holds two files). */
   maxOpenDatabases: number;
   /** A database unused this long is closed. */
@@ -87,7 +87,7 @@ interface Executor {
 
 /** The executor index of an actor key string among `size` executors. */
 export function shardOf(id: string, size: number): number {
-  // FNV-1a: cheap, and stable across runs so an actor keeps its worker.
+  // FNV-1a: cheap, and stable across runs so an actor keeps its executor.
   let hash = 0x811c9dc5;
   for (let i = 0; i < id.length; i++) {
     hash ^= id.charCodeAt(i);
@@ -97,7 +97,7 @@ export function shardOf(id: string, size: number): number {
 }
 
 /**
- * Runs actor events on workers.
+ * Runs actor events on executor processes.
  *
  * @example
  * ```ts ignore

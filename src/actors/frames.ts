@@ -1,7 +1,7 @@
 /**
  * Length-prefixed messages between the node and an executor over a Unix
  * socket: a 4-byte little-endian length, then the value in the codec of
- * `src/sqlite/codec.ts`, which keeps byte arrays and 64-bit integers as they
+ * `src/actors/codec.ts`, which keeps byte arrays and 64-bit integers as they
  * are. Writes are batched: messages posted before the current task's
  * microtasks are done go out in one write. (A child's stdin and stdout
  * streams cost about five times as much per round trip as raw socket reads
@@ -11,7 +11,7 @@
  * @module
  */
 
-import { decodePlain, encodePlain, MessageTooLarge, type Plain } from "../sqlite/codec.ts";
+import { decodePlain, encodePlain, MessageTooLarge, type Plain } from "./codec.ts";
 
 /** Largest message either side sends; a larger one fails its event instead. */
 export const MAX_FRAME_BYTES = 64 * 1024 * 1024;

@@ -24,7 +24,7 @@ export interface ActorResponse {
 }
 
 /** A class as an executor needs it. */
-export interface WorkerClass {
+export interface ExecutorClass {
   className: string;
   hash: string;
   glue: string;
@@ -45,7 +45,7 @@ export interface ExecutorInit {
   maxOpenDatabases: number;
   /** A database unused this long is closed (its actor may stay resident). */
   databaseIdleMs: number;
-  classes: WorkerClass[];
+  classes: ExecutorClass[];
   logLevel: string;
 }
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { decodePlain, encodePlain, MessageTooLarge, type Plain } from "../../src/sqlite/codec.ts";
+import { decodePlain, encodePlain, MessageTooLarge, type Plain } from "../../src/actors/codec.ts";
 
 Deno.test("the codec round-trips every kind of value", () => {
   const value: Plain = {

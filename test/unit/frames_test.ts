@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { FrameSender, MAX_FRAME_BYTES, readFrames } from "../../src/actors/frames.ts";
-import { MessageTooLarge } from "../../src/sqlite/codec.ts";
+import { MessageTooLarge } from "../../src/actors/codec.ts";
 
 Deno.test("frames cross a socket in order, small and large, batched or not", async () => {
   const dir = await Deno.makeTempDir();
