@@ -102,7 +102,7 @@ export function shardOf(id: string, size: number): number {
  * @example
  * ```ts ignore
  * const pool = new ExecutorPool({ size: 2, ... });
- * const outcome = await pool.run(actor, request);
+ * const outcome = await pool.run(pool.executorOf(actor), actor, request);
  * await pool.close();
  * ```
  */
