@@ -34,6 +34,18 @@ export const ABANDON_GRACE_MS = 500;
  */
 export const TIMEOUT_SWEEP_MS = 100;
 
+/**
+ * An executor that exits by itself sooner than this after it started counts
+ * as a crash at start: the next one starts after a back-off.
+ */
+export const STABLE_AFTER_MS = 5000;
+
+/** The first back-off after a crash at start; it doubles with each one in a row. */
+export const RESPAWN_BACKOFF_MS = 250;
+
+/** The longest back-off between executor starts. */
+export const RESPAWN_BACKOFF_MAX_MS = 30_000;
+
 /** How long closing waits for the executors to close their databases. */
 export const CLOSE_GRACE_MS = 5000;
 
@@ -57,6 +69,11 @@ export interface ExecutorPoolOptions {
   logLevel: string;
   clock: Clock;
   log: Logger;
+  /**
+   * The program and arguments that start an executor on `socketPath`; by
+   * default this binary (`__executor`) or `deno run` on executor_main.ts.
+   */
+  command?: (socketPath: string) => { program: string; args: string[] };
   /** Told when an executor was replaced, so the actors it held are no longer resident. */
   onExecutorReplaced?: (index: number) => void;
 }
@@ -73,7 +90,10 @@ interface PendingEvent {
 
 interface Executor {
   index: number;
-  process: Deno.ChildProcess;
+  /** Unset while a back-off after crashes delays its start. */
+  process?: Deno.ChildProcess;
+  /** When it was started, on the clock's monotonic time. */
+  startedAt: number;
   /** Set once the executor connected. */
   sender?: FrameSender;
   conn?: Deno.Conn;
@@ -112,6 +132,8 @@ export class ExecutorPool {
   /** Where the executors' sockets are; removed by close(). */
   readonly #socketDir: string;
   #spawned = 0;
+  /** Crashes at start in a row, per executor index. */
+  readonly #crashStreak: number[] = [];
   #seq = 0;
   #closing = false;
   #sweep: Timer | undefined;
@@ -129,16 +151,14 @@ export class ExecutorPool {
     return shardOf(actorKeyString(actor), this.#executors.length);
   }
 
-  #spawn(index: number, replay: PendingEvent[]): Executor {
-    const socketPath = `${this.#socketDir}/e${index}-${++this.#spawned}.sock`;
-    const listener = Deno.listen({ transport: "unix", path: socketPath });
-    const process = new Deno.Command(Deno.execPath(), {
-      args: [...executorArgs(), socketPath],
-      stdin: "null",
-      stdout: "inherit",
-      stderr: "inherit",
-    }).spawn();
-    const executor: Executor = { index, process, early: [], killed: false, pending: new Map() };
+  #spawn(index: number, replay: PendingEvent[], delayMs = 0): Executor {
+    const executor: Executor = {
+      index,
+      startedAt: this.#options.clock.monotonic() + delayMs,
+      early: [],
+      killed: false,
+      pending: new Map(),
+    };
     this.#write(executor, {
       type: "init",
       dataDir: this.#options.dataDir,
@@ -151,14 +171,28 @@ export class ExecutorPool {
       logLevel: this.#options.logLevel,
     });
     for (const event of replay) this.#send(executor, event);
-    this.#connect(executor, listener, socketPath);
+    const start = () => {
+      if (this.#closing || this.#executors[index] !== executor) return;
+      const socketPath = `${this.#socketDir}/e${index}-${++this.#spawned}.sock`;
+      const listener = Deno.listen({ transport: "unix", path: socketPath });
+      const { program, args } = (this.#options.command ?? defaultCommand)(socketPath);
+      executor.process = new Deno.Command(program, {
+        args,
+        stdin: "null",
+        stdout: "inherit",
+        stderr: "inherit",
+      }).spawn();
+      this.#connect(executor, listener, socketPath);
+    };
+    if (delayMs > 0) this.#options.clock.setTimer(delayMs, start);
+    else queueMicrotask(start);
     return executor;
   }
 
   async #connect(executor: Executor, listener: Deno.Listener, socketPath: string) {
     // The process may die before it connects: then accept() would wait
     // forever, so its exit closes the listener.
-    executor.process.status.then(() => listener.close()).catch(() => {});
+    executor.process!.status.then(() => listener.close()).catch(() => {});
     try {
       const conn = await listener.accept() as Deno.Conn;
       executor.conn = conn;
@@ -189,7 +223,7 @@ export class ExecutorPool {
     } catch {
       // Closed already.
     }
-    const status = await executor.process.status;
+    const status = await executor.process!.status;
     executor.closed?.();
     if (executor.killed || this.#closing) return;
     // It died by itself (a crash, or killed from outside): nothing tells
@@ -301,9 +335,26 @@ export class ExecutorPool {
     if (this.#executors[executor.index] !== executor || this.#closing) return;
     executor.killed = true;
     try {
-      executor.process.kill("SIGKILL");
+      executor.process?.kill("SIGKILL");
     } catch {
       // Already exited.
+    }
+    // A crash soon after the start is likely to happen again (a broken
+    // install, no memory): the next start waits, longer each time in a row.
+    const lifetime = this.#options.clock.monotonic() - executor.startedAt;
+    const streak = why === "crashed" && lifetime < STABLE_AFTER_MS
+      ? (this.#crashStreak[executor.index] ?? 0) + 1
+      : 0;
+    this.#crashStreak[executor.index] = streak;
+    const delayMs = streak <= 1
+      ? 0
+      : Math.min(RESPAWN_BACKOFF_MS * 2 ** (streak - 2), RESPAWN_BACKOFF_MAX_MS);
+    if (delayMs > 0) {
+      this.#options.log.warn("executor keeps crashing at start; waiting before the next", {
+        executor: executor.index,
+        crashes: streak,
+        wait_ms: delayMs,
+      });
     }
     const replay: PendingEvent[] = [];
     for (const event of executor.pending.values()) {
@@ -323,7 +374,7 @@ export class ExecutorPool {
       }
     }
     executor.pending.clear();
-    this.#executors[executor.index] = this.#spawn(executor.index, replay);
+    this.#executors[executor.index] = this.#spawn(executor.index, replay, delayMs);
     this.#options.onExecutorReplaced?.(executor.index);
   }
 
@@ -334,6 +385,13 @@ export class ExecutorPool {
    */
   run(index: number, actor: ActorKey, request: ActorRequest): Promise<EventOutcome> {
     const executor = this.#executors[index];
+    if (!executor.process && executor.startedAt > this.#options.clock.monotonic()) {
+      return Promise.resolve({
+        kind: "failed",
+        status: 503,
+        message: "the actor's executor is restarting after repeated crashes; retry",
+      });
+    }
     return new Promise((resolve) => {
       const pending: PendingEvent = {
         seq: ++this.#seq,
@@ -362,6 +420,8 @@ export class ExecutorPool {
     this.#sweep?.cancel();
     const closed = Promise.all(this.#executors.map((executor) =>
       new Promise<void>((resolve) => {
+        // One that never connected has not had its init: no database to close.
+        if (!executor.sender) return resolve();
         executor.closed = resolve;
         this.#write(executor, { type: "shutdown" });
       })
@@ -372,6 +432,7 @@ export class ExecutorPool {
     controller.abort();
     for (const executor of this.#executors) {
       executor.killed = true;
+      if (!executor.process) continue;
       try {
         executor.process.kill("SIGKILL");
       } catch {
@@ -387,8 +448,10 @@ export class ExecutorPool {
  * How to start an executor: the compiled binary runs itself with a hidden
  * command; `deno run` runs the executor module by its URL (a file, or JSR).
  */
-function executorArgs(): string[] {
-  const binary = Deno.execPath().split(/[\\/]/).pop()!;
-  if (!/^deno(\.exe)?$/.test(binary)) return ["__executor"];
-  return ["run", "-A", "--no-prompt", new URL("./executor_main.ts", import.meta.url).href];
+function defaultCommand(socketPath: string): { program: string; args: string[] } {
+  const program = Deno.execPath();
+  const binary = program.split(/[\\/]/).pop()!;
+  if (!/^deno(\.exe)?$/.test(binary)) return { program, args: ["__executor", socketPath] };
+  const module = new URL("./executor_main.ts", import.meta.url).href;
+  return { program, args: ["run", "-A", "--no-prompt", module, socketPath] };
 }
