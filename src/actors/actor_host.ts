@@ -114,13 +114,23 @@ export class ActorHost {
     this.#inFlight++;
     state.inFlight++;
     const actor = state;
-    return this.#pool.run(actor.executor, key, request).then((outcome) => {
+    const settle = () => {
       this.#inFlight--;
       actor.inFlight--;
       actor.lastEventAt = this.#clock.monotonic();
       if (this.#inFlight === 0) { for (const wake of this.#idleWaiters.splice(0)) wake(); }
-      return outcome;
-    });
+    };
+    return this.#pool.run(actor.executor, key, request).then(
+      (outcome) => {
+        settle();
+        return outcome;
+      },
+      (error): EventOutcome => {
+        settle();
+        this.#log.error("event could not be run", { actor: id, error: String(error) });
+        return { kind: "failed", status: 500, message: "the event could not be run" };
+      },
+    );
   }
 
   /** Evicts least recently used idle actors until one more fits. */

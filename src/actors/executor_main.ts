@@ -133,8 +133,6 @@ class Executor {
   readonly #databases: DatabasePool;
   readonly #sender: FrameSender;
   readonly #log: Logger;
-  /** The last event of each actor, so its next one starts after it. */
-  readonly #chains = new Map<string, Promise<void>>();
 
   constructor(readonly init: ExecutorInit, classes: LoadedClass[], sender: FrameSender) {
     this.#sender = sender;
@@ -266,27 +264,15 @@ class Executor {
     }
   }
 
-  /**
-   * The node sends an actor's events without waiting for the one before, so
-   * they are chained here: each starts once the previous one ended. An event
-   * that never awaits runs at once, in arrival order.
-   */
-  #enqueue(seq: number, key: ActorKey, request: ActorRequest) {
-    const id = actorKeyString(key);
-    const previous = this.#chains.get(id);
-    const run = previous
-      ? previous.then(() => this.runEvent(seq, id, key, request))
-      : this.runEvent(seq, id, key, request);
-    this.#chains.set(id, run);
-    run.then(() => {
-      if (this.#chains.get(id) === run) this.#chains.delete(id);
-    });
-  }
-
   handle(message: ToExecutor): Promise<void> | void {
     switch (message.type) {
       case "event":
-        return this.#enqueue(message.seq, message.actor, message.request);
+        return this.runEvent(
+          message.seq,
+          actorKeyString(message.actor),
+          message.actor,
+          message.request,
+        );
       case "drop": {
         this.#resident.delete(actorKeyString(message.actor));
         this.#databases.close(actorDatabasePath(this.init.dataDir, message.actor));
@@ -331,7 +317,14 @@ export async function runExecutor(socketPath: string): Promise<void> {
         continue;
       }
       if (!executor) throw new Error("the first message to an executor must be init");
-      executor.handle(message);
+      // One event at a time, in arrival order, each to its end: the node
+      // sends an actor's events without waiting for the previous answer,
+      // and counts an event's wall-clock time from when it becomes the
+      // oldest it has not been answered, so the oldest must be the one
+      // running (a wake awaits, and must not let a later event slip in).
+      // Imports that really wait (issue 4) will need the node told which
+      // events are suspended instead.
+      await executor.handle(message);
       if (message.type === "shutdown") break;
     }
     await sender.drain();

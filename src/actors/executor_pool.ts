@@ -298,15 +298,26 @@ export class ExecutorPool {
   }
 
   #send(executor: Executor, pending: PendingEvent) {
+    try {
+      this.#write(executor, {
+        type: "event",
+        seq: pending.seq,
+        actor: pending.actor,
+        request: pending.request,
+      });
+    } catch (error) {
+      // Only a message over the frame limit throws; it never reached the
+      // executor, so nothing is pending.
+      pending.resolve({
+        kind: "failed",
+        status: 413,
+        message: `the request does not fit a message to the actor: ${(error as Error).message}`,
+      });
+      return;
+    }
     pending.startedAt = undefined;
     executor.pending.set(pending.seq, pending);
     this.#armHead(executor);
-    this.#write(executor, {
-      type: "event",
-      seq: pending.seq,
-      actor: pending.actor,
-      request: pending.request,
-    });
   }
 
   #onTimeout(index: number, pending: PendingEvent) {
@@ -359,8 +370,8 @@ export class ExecutorPool {
     const replay: PendingEvent[] = [];
     for (const event of executor.pending.values()) {
       if (event.timedOut) continue;
-      // A stuck executor runs one event at a time, and the stuck one has
-      // timed out: the others were still waiting in its input, never
+      // An executor runs one event at a time to its end, and the stuck one
+      // has timed out: the others were still waiting in its input, never
       // started, and are safe to run on the new one (issue 4 adds events
       // that wait on the host; those will be failed here instead).
       if (why === "stuck") {
@@ -432,6 +443,15 @@ export class ExecutorPool {
     controller.abort();
     for (const executor of this.#executors) {
       executor.killed = true;
+      for (const event of executor.pending.values()) {
+        if (event.timedOut) continue;
+        event.resolve({
+          kind: "failed",
+          status: 503,
+          message: "the node stopped before this event ended; retry",
+        });
+      }
+      executor.pending.clear();
       if (!executor.process) continue;
       try {
         executor.process.kill("SIGKILL");

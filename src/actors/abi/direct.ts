@@ -158,16 +158,18 @@ class Guest {
   }
 
   string(ptr: number, len: number): string {
-    return utf8Strict.decode(this.bytes.subarray(ptr, checkedEnd(this.bytes, ptr, len)));
+    const start = ptr >>> 0;
+    return utf8Strict.decode(this.bytes.subarray(start, checkedEnd(this.bytes, start, len >>> 0)));
   }
 
   copy(ptr: number, len: number): Uint8Array {
-    return this.bytes.slice(ptr, checkedEnd(this.bytes, ptr, len));
+    const start = ptr >>> 0;
+    return this.bytes.slice(start, checkedEnd(this.bytes, start, len >>> 0));
   }
 
   alloc(align: number, size: number): number {
     if (size === 0) return align;
-    const ptr = this.realloc(0, 0, align, size);
+    const ptr = this.realloc(0, 0, align, size) >>> 0;
     if (ptr % align !== 0 || ptr + size > this.memory.buffer.byteLength) {
       throw new Error(`cabi_realloc returned a bad pointer ${ptr} for ${size} bytes`);
     }
@@ -200,9 +202,10 @@ class Guest {
   }
 
   headers(ptr: number, len: number): [string, string][] {
+    const [start, count] = checkedList(this.bytes, ptr, len, 16);
     const headers: [string, string][] = [];
-    for (let i = 0; i < len; i++) {
-      const at = ptr + i * 16;
+    for (let i = 0; i < count; i++) {
+      const at = start + i * 16;
       const view = this.view;
       headers.push([
         this.string(view.getUint32(at, true), view.getUint32(at + 4, true)),
@@ -213,10 +216,22 @@ class Guest {
   }
 }
 
+/** The end of `len` bytes at `ptr` (both unsigned), or a trap when past the memory. */
 function checkedEnd(bytes: Uint8Array, ptr: number, len: number): number {
   const end = ptr + len;
   if (end > bytes.length) throw new RangeError(`guest pointer ${ptr}+${len} is out of bounds`);
   return end;
+}
+
+/**
+ * A guest list's pointer and length as unsigned numbers, after checking the
+ * whole list lies in memory (guest i32 values arrive signed in JavaScript).
+ */
+function checkedList(bytes: Uint8Array, ptr: number, len: number, size: number): [number, number] {
+  const start = ptr >>> 0;
+  const count = len >>> 0;
+  checkedEnd(bytes, start, count * size);
+  return [start, count];
 }
 
 /** Runs a host import; an `err` is written with `writeErr`, anything else is thrown (a trap). */
@@ -261,9 +276,10 @@ const JSPI = WebAssembly as unknown as {
 };
 
 function readValues(guest: Guest, ptr: number, len: number): SqlValue[] {
+  const [start, count] = checkedList(guest.bytes, ptr, len, 16);
   const values: SqlValue[] = [];
-  for (let i = 0; i < len; i++) {
-    const at = ptr + i * 16;
+  for (let i = 0; i < count; i++) {
+    const at = start + i * 16;
     const view = guest.view;
     const tag = view.getUint8(at);
     switch (tag) {
@@ -451,6 +467,9 @@ function coreImports(guest: Guest, host: ActorImports): WebAssembly.Imports {
     },
     [`wasmkeep:actor/websockets${VERSION}`]: {
       send: (connection: bigint, tag: number, ptr: number, len: number, ret: number) => {
+        if (tag !== 0 && tag !== 1) {
+          throw new Error(`a WebSocket message with the unknown case ${tag}`);
+        }
         const message = tag === 0
           ? { tag: "text" as const, val: guest.string(ptr, len) }
           : { tag: "binary" as const, val: guest.copy(ptr, len) };
@@ -525,9 +544,11 @@ export function instantiateDirect(
 
   return {
     async onInit(): Promise<void> {
-      const ret = await onInit();
+      const ret = (await onInit()) >>> 0;
       const view = guest.view;
-      const failed = view.getUint8(ret) === 1;
+      const tag = view.getUint8(ret);
+      if (tag > 1) throw new Error(`on-init returned a result with the unknown case ${tag}`);
+      const failed = tag === 1;
       const message = failed
         ? guest.string(view.getUint32(ret + 4, true), view.getUint32(ret + 8, true))
         : "";
@@ -543,7 +564,7 @@ export function instantiateDirect(
       const queryPtr = guest.put(query);
       const [headersPtr, headerCount] = guest.putHeaders(request.headers);
       const bodyPtr = guest.put(request.body);
-      const ret = await onRequest(
+      const ret = (await onRequest(
         methodPtr,
         method.length,
         pathPtr,
@@ -554,7 +575,7 @@ export function instantiateDirect(
         headerCount,
         bodyPtr,
         request.body.length,
-      );
+      )) >>> 0;
       const view = guest.view;
       const response: ActorResponse = {
         status: view.getUint16(ret, true),
