@@ -116,3 +116,45 @@ Deno.test("closing the pool answers the events still pending", async () => {
     await Deno.remove(dataDir, { recursive: true });
   }
 });
+
+Deno.test("an executor started through the CLI's hidden command (as a compiled binary starts it) runs events", async () => {
+  const dataDir = await Deno.makeTempDir();
+  const loaded = await loadComponent(
+    "testbed",
+    `${ROOT}test/fixtures/components/testbed.wasm`,
+    `${dataDir}/cache`,
+  );
+  const pool = new ExecutorPool({
+    size: 1,
+    dataDir,
+    classes: [{
+      className: "testbed",
+      hash: loaded.hash,
+      glue: loaded.glue,
+      coreModules: loaded.coreModules,
+      directModule: loaded.directModule,
+      config: {},
+    }],
+    maxOpenDatabases: 10,
+    databaseIdleMs: 1000,
+    eventTimeoutMs: 10_000,
+    logLevel: "error",
+    clock: systemClock,
+    log: createLogger({ sink: () => {} }),
+    command: (socketPath) => ({
+      program: Deno.execPath(),
+      args: ["run", "-A", `${ROOT}main.ts`, "__executor", socketPath],
+    }),
+  });
+  try {
+    const outcome = await pool.run(0, testbed("cli"), request("/self"));
+    assert.equal(outcome.kind, "response", JSON.stringify(outcome));
+    assert.equal(
+      outcome.kind === "response" && new TextDecoder().decode(outcome.response.body),
+      "default/testbed/cli",
+    );
+  } finally {
+    await pool.close();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
