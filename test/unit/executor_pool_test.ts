@@ -54,7 +54,11 @@ const request = (path: string) => ({
 });
 const testbed = (name: string) => ({ tenant: "default", class: "testbed", name });
 
-async function testbedPool(dataDir: string, lines: string[]): Promise<ExecutorPool> {
+async function testbedPool(
+  dataDir: string,
+  lines: string[],
+  overrides: Partial<ConstructorParameters<typeof ExecutorPool>[0]> = {},
+): Promise<ExecutorPool> {
   const loaded = await loadComponent(
     "testbed",
     `${ROOT}test/fixtures/components/testbed.wasm`,
@@ -77,6 +81,7 @@ async function testbedPool(dataDir: string, lines: string[]): Promise<ExecutorPo
     logLevel: "error",
     clock: systemClock,
     log: createLogger({ sink: (line) => lines.push(line) }),
+    ...overrides,
   });
 }
 
@@ -119,28 +124,8 @@ Deno.test("closing the pool answers the events still pending", async () => {
 
 Deno.test("an executor started through the CLI's hidden command (as a compiled binary starts it) runs events", async () => {
   const dataDir = await Deno.makeTempDir();
-  const loaded = await loadComponent(
-    "testbed",
-    `${ROOT}test/fixtures/components/testbed.wasm`,
-    `${dataDir}/cache`,
-  );
-  const pool = new ExecutorPool({
-    size: 1,
-    dataDir,
-    classes: [{
-      className: "testbed",
-      hash: loaded.hash,
-      glue: loaded.glue,
-      coreModules: loaded.coreModules,
-      directModule: loaded.directModule,
-      config: {},
-    }],
-    maxOpenDatabases: 10,
-    databaseIdleMs: 1000,
+  const pool = await testbedPool(dataDir, [], {
     eventTimeoutMs: 10_000,
-    logLevel: "error",
-    clock: systemClock,
-    log: createLogger({ sink: () => {} }),
     command: (socketPath) => ({
       program: Deno.execPath(),
       args: ["run", "-A", `${ROOT}main.ts`, "__executor", socketPath],
