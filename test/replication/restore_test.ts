@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { MemoryBucket } from "../../src/bucket/memory.ts";
+import { createLogger } from "../../src/log.ts";
 import { CHECKSUM_FLAG } from "../../src/ltx/checksum.ts";
 import { HistoryError, walFileKey } from "../../src/replication/history.ts";
 import { ReadLimiter } from "../../src/replication/read_limiter.ts";
@@ -344,6 +345,43 @@ Deno.test("restore: a flaky, slow bucket still restores the same database", asyn
     const result = await restore;
     assert.equal(result.txid, w.source.txid);
     w.assertRestored();
+  } finally {
+    w.close();
+  }
+});
+
+Deno.test("restore: a listing of several pages, keys of other shapes ignored and logged", async () => {
+  const w = new World();
+  const lines: string[] = [];
+  try {
+    await twoGenerations(w);
+    for (let i = 0; i < 1_200; i++) {
+      await w.bucket.put(`actors/acme/room/lobby/wal/junk-${i}`, new Uint8Array([0]));
+    }
+    const result = await w.restore({ log: createLogger({ sink: (l) => lines.push(l) }) });
+    assert.equal(result.txid, w.source.txid);
+    w.assertRestored();
+    assert.equal(lines.filter((l) => l.includes("no known shape")).length, 1_200);
+    assert.equal(lines.filter((l) => l.includes("set aside")).length, 1); // the late upload
+  } finally {
+    w.close();
+  }
+});
+
+Deno.test("restore: the caller's signal abandons it and leaves the local file", async () => {
+  const w = new World();
+  try {
+    await twoGenerations(w);
+    Deno.writeFileSync(w.path, new Uint8Array([6]));
+    w.bucket.faults = { latencyMs: { min: 1_000, max: 1_000 } };
+    const controller = new AbortController();
+    const restore = w.restore({ signal: controller.signal });
+    const outcome = restore.catch((e) => e);
+    await w.clock.advance(2_500);
+    controller.abort(new Error("shutting down"));
+    assert.equal((await outcome).message, "shutting down");
+    assert.deepEqual(w.leftovers(), ["lobby.db"]);
+    assert.deepEqual(Deno.readFileSync(w.path), new Uint8Array([6]));
   } finally {
     w.close();
   }
