@@ -100,6 +100,15 @@ const SERVE_FLAGS: FlagSpec[] = [
     defaultText: "5",
   },
   {
+    name: "history-retention-secs",
+    kind: "integer",
+    min: 0,
+    value: "N",
+    description:
+      "old actor history stays in the bucket this long before collection may delete it (0 allowed)",
+    defaultText: "3600",
+  },
+  {
     name: "max-body-bytes",
     kind: "integer",
     min: 0,
@@ -265,6 +274,7 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
       NODE_DEFAULTS.maxResidentActors,
     idleMs: seconds("idle-secs", NODE_DEFAULTS.idleMs),
     databaseIdleMs: seconds("db-idle-secs", NODE_DEFAULTS.databaseIdleMs),
+    historyRetentionMs: seconds("history-retention-secs", NODE_DEFAULTS.historyRetentionMs),
     maxBodyBytes: maxBody ?? NODE_DEFAULTS.maxBodyBytes,
     executors: (flags.executors as number | undefined) ?? navigator.hardwareConcurrency,
     stopGraceMs: NODE_DEFAULTS.stopGraceMs,

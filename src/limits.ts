@@ -11,8 +11,13 @@ export const FALLBACK_OPEN_FILE_LIMIT = 1024;
 /** Share of the open-file limit given to actor databases; the rest is for sockets and other files. */
 export const DATABASE_SHARE_OF_OPEN_FILES = 0.5;
 
-/** Files one open actor database holds: the database and its `-wal` (exclusive locking, no `-shm`). */
-export const FILES_PER_DATABASE = 2;
+/**
+ * Files one open actor database holds: SQLite's database and `-wal`
+ * (exclusive locking, no `-shm`), the replication's own descriptor of the
+ * database for snapshots, and one more for the moment capture reads the
+ * `-wal`.
+ */
+export const FILES_PER_DATABASE = 4;
 
 /**
  * The soft limit on open files of this process, read from
@@ -50,7 +55,7 @@ export const MAX_OPEN_DATABASES = 2048;
  * ```ts
  * import { maxOpenDatabases } from "./limits.ts";
  * maxOpenDatabases(20000); // 2048
- * maxOpenDatabases(1024); // 256
+ * maxOpenDatabases(1024); // 128
  * ```
  */
 export function maxOpenDatabases(fileLimit: number): number {

@@ -16,6 +16,7 @@ import { createClientHandler } from "./http/client_handler.ts";
 import { maxOpenDatabases, openFileLimit } from "./limits.ts";
 import { type Bucket, openBucket, probeBucket } from "./bucket/mod.ts";
 import { MetricsRegistry } from "./metrics/registry.ts";
+import { type Hold, OwnershipRecords } from "./cluster/ownership.ts";
 
 /** One actor class given to the node. */
 export interface ActorClassOption {
@@ -52,6 +53,8 @@ export interface NodeOptions {
    */
   abi: "auto" | "jco";
   logLevel: LogLevel;
+  /** How long old actor history stays in the bucket (`--history-retention-secs`). */
+  historyRetentionMs: number;
 }
 
 /** The defaults of the optional settings. */
@@ -65,7 +68,18 @@ export const NODE_DEFAULTS = {
   stopGraceMs: 10_000,
   abi: "auto" as "auto" | "jco",
   logLevel: "info" as LogLevel,
+  historyRetentionMs: 3_600_000,
 } as const;
+
+/** The replication counters, with their help, shown from the start at 0. */
+const REPLICATION_COUNTERS: Record<string, string> = {
+  wasmkeep_snapshot_upload_failures_total:
+    "Periodic snapshot uploads not acknowledged (they cost no write).",
+  wasmkeep_restore_failures_total:
+    "Restores of an actor from the bucket that failed (bucket unavailable or history unusable).",
+  wasmkeep_history_collected_total: "Objects of old actor history deleted from the bucket.",
+  wasmkeep_history_collect_failures_total: "Deletes of old actor history that failed.",
+};
 
 /** Seams for tests and the simulator. */
 export interface NodeDependencies {
@@ -108,6 +122,7 @@ export class WasmKeepNode {
     private readonly server: Deno.HttpServer,
     private readonly host: ActorHost,
     private readonly pool: ExecutorPool,
+    private readonly ownership: OwnershipRecords,
     private readonly bucket: Bucket,
     private readonly log: Logger,
     private readonly clock: Clock,
@@ -153,6 +168,20 @@ export class WasmKeepNode {
 
     const fileLimit = openFileLimit();
     const metrics = new MetricsRegistry();
+    for (const [name, help] of Object.entries(REPLICATION_COUNTERS)) {
+      metrics.counter(name, help, {}, 0);
+    }
+    const processToken = Array.from(
+      random.fill(new Uint8Array(8)),
+      (b) => b.toString(16).padStart(2, "0"),
+    ).join("");
+    const ownership = new OwnershipRecords({
+      bucket,
+      clock,
+      nodeId: options.nodeId,
+      processToken,
+      log,
+    });
     const pool = new ExecutorPool({
       size: options.executors,
       dataDir,
@@ -163,17 +192,39 @@ export class WasmKeepNode {
       logLevel: options.logLevel,
       clock,
       log,
-      onExecutorReplaced: (index) => {
+      bucketUrl,
+      nodeId: options.nodeId,
+      historyRetentionMs: options.historyRetentionMs,
+      // The callbacks run on executor messages, long after host exists.
+      checkHold: (actor, generation) => host.stillHolds(actor, generation),
+      onGiveUp: (actor, generation) => host.gaveUp(actor, generation),
+      onCount: (name, by) => metrics.counter(name, REPLICATION_COUNTERS[name] ?? name, {}, by),
+      onExecutorReplaced: (index, unstarted) => {
         metrics.counter(
           "wasmkeep_executor_restarts_total",
           "Executor processes replaced (an event past its limit, or a crash).",
         );
-        // Only called after an executor was replaced, long after host exists.
-        host.executorReplaced(index);
+        host.executorReplaced(index, unstarted);
       },
     });
     const host: ActorHost = new ActorHost(
       pool,
+      {
+        take: (actor) =>
+          ownership.take(actor, {
+            // Node leases come with issue 5; until then a record another
+            // node id holds (a renamed node) is taken over, with a warning.
+            canTakeFrom: (record) => {
+              log.warn("taking an actor whose record names another node", {
+                actor: `${actor.tenant}/${actor.class}/${actor.name}`,
+                holder: record.node,
+              });
+              return true;
+            },
+          }),
+        release: (hold) => ownership.release(hold as Hold),
+        stillHolds: (hold) => ownership.stillHolds(hold as Hold),
+      },
       {
         maxQueuedEvents: options.maxQueuedEvents,
         maxResidentActors: options.maxResidentActors,
@@ -250,7 +301,17 @@ export class WasmKeepNode {
     const addr = await listening.promise;
     const hostname = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
     const url = `http://${hostname}:${addr.port}`;
-    const node = new WasmKeepNode(options, url, server, host, pool, bucket, log, clock);
+    const node = new WasmKeepNode(
+      options,
+      url,
+      server,
+      host,
+      pool,
+      ownership,
+      bucket,
+      log,
+      clock,
+    );
     started.node = node;
     log.info("node listening", {
       node: options.nodeId,
@@ -317,7 +378,11 @@ export class WasmKeepNode {
       const serverDone = this.server.shutdown();
       const drained = await this.host.drain(this.options.stopGraceMs);
       if (!drained) this.log.warn("events still under way at the end of the stop grace period");
+      // The executors close their actors once their uploads landed…
       await this.pool.close();
+      // …then the records say the actors are free, for another node to take.
+      if (!this.#notReady) await this.host.releaseAll();
+      this.ownership.close();
       // Connections still open past the grace period are cut, not awaited.
       await Promise.race([serverDone, this.clock.sleep(SERVER_SHUTDOWN_MS)]);
       await this.bucket.close();

@@ -13,7 +13,25 @@ import type { Clock, Timer } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
 import { type ActorKey, actorKeyString } from "./key.ts";
 import type { ActorRequest } from "./protocol.ts";
-import type { EventOutcome, ExecutorPool } from "./executor_pool.ts";
+import type { EventOutcome, ExecutorPool, UnstartedEvent } from "./executor_pool.ts";
+
+/** A hold on an actor: this node owns it at `generation` until it releases it. */
+export interface ActorHold {
+  readonly generation: bigint;
+}
+
+/** Taking and giving up actors (the ownership records of src/cluster/ownership.ts). */
+export interface ActorHolds<H extends ActorHold = ActorHold> {
+  /** Takes the actor at a new generation; rejects when it cannot. */
+  take(actor: ActorKey): Promise<H>;
+  /** Gives the actor up; a release that fails is retried in the background. */
+  release(hold: H): Promise<void>;
+  /** Whether the hold still stands in the bucket. */
+  stillHolds(hold: H): Promise<boolean>;
+}
+
+/** Releases sent at once when the node stops. */
+export const STOP_RELEASE_CONCURRENCY = 64;
 
 /** Limits of {@linkcode ActorHost}. */
 export interface ActorHostLimits {
@@ -28,10 +46,33 @@ export interface ActorHostLimits {
 interface ActorState {
   key: ActorKey;
   id: string;
+  /** Set once the take landed. */
+  hold: ActorHold | undefined;
+  /** The take, while it is under way. */
+  taking: Promise<ActorHold> | undefined;
   /** Events sent to the executor and not answered yet. */
   inFlight: number;
   lastEventAt: number;
   executor: number;
+}
+
+function takeFailed(error: unknown): EventOutcome {
+  const name = (error as Error)?.name;
+  if (name === "HeldElsewhere") {
+    return {
+      kind: "failed",
+      status: 503,
+      message: `the actor is held by another node: ${(error as Error).message}; retry`,
+    };
+  }
+  if (name === "MalformedRecord") {
+    return { kind: "failed", status: 500, message: (error as Error).message };
+  }
+  return {
+    kind: "failed",
+    status: 503,
+    message: "the bucket did not answer while taking the actor; retry",
+  };
 }
 
 /** How often idle actors are looked for. */
@@ -48,6 +89,7 @@ export const HIBERNATION_SWEEP_MS = 1000;
  */
 export class ActorHost {
   readonly #pool: ExecutorPool;
+  readonly #holds: ActorHolds;
   readonly #limits: ActorHostLimits;
   readonly #clock: Clock;
   readonly #log: Logger;
@@ -57,8 +99,15 @@ export class ActorHost {
   #inFlight = 0;
   #idleWaiters: (() => void)[] = [];
 
-  constructor(pool: ExecutorPool, limits: ActorHostLimits, clock: Clock, log: Logger) {
+  constructor(
+    pool: ExecutorPool,
+    holds: ActorHolds,
+    limits: ActorHostLimits,
+    clock: Clock,
+    log: Logger,
+  ) {
     this.#pool = pool;
+    this.#holds = holds;
     this.#limits = limits;
     this.#clock = clock;
     this.#log = log;
@@ -97,11 +146,14 @@ export class ActorHost {
       state = {
         key,
         id,
+        hold: undefined,
+        taking: undefined,
         inFlight: 0,
         lastEventAt: this.#clock.monotonic(),
         executor: this.#pool.executorOf(key),
       };
       this.#actors.set(id, state);
+      this.#take(state);
     }
     // One event runs; the others wait behind it.
     if (state.inFlight > this.#limits.maxQueuedEvents) {
@@ -120,7 +172,14 @@ export class ActorHost {
       actor.lastEventAt = this.#clock.monotonic();
       if (this.#inFlight === 0) { for (const wake of this.#idleWaiters.splice(0)) wake(); }
     };
-    return this.#pool.run(actor.executor, key, request).then(
+    const hold = actor.hold;
+    const run = hold
+      ? this.#pool.run(actor.executor, key, Number(hold.generation), request)
+      : actor.taking!.then(
+        (taken) => this.#pool.run(actor.executor, key, Number(taken.generation), request),
+        (error): EventOutcome => takeFailed(error),
+      );
+    return run.then(
       (outcome) => {
         settle();
         return outcome;
@@ -131,6 +190,36 @@ export class ActorHost {
         return { kind: "failed", status: 500, message: "the event could not be run" };
       },
     );
+  }
+
+  /** Takes the actor (its first event after waking waits for it). */
+  #take(state: ActorState) {
+    state.taking = this.#holds.take(state.key);
+    state.taking.then((hold) => {
+      state.taking = undefined;
+      if (this.#actors.get(state.id) === state) state.hold = hold;
+      else this.#holds.release(hold).catch(() => {});
+    }, (error) => {
+      state.taking = undefined;
+      this.#log.warn("could not take the actor", { actor: state.id, error: String(error) });
+      if (this.#actors.get(state.id) === state) this.#actors.delete(state.id);
+    });
+  }
+
+  /** Whether this node still holds `actor` at `generation`, in the bucket too. */
+  async stillHolds(actor: ActorKey, generation: number): Promise<boolean> {
+    const hold = this.#actors.get(actorKeyString(actor))?.hold;
+    if (!hold || Number(hold.generation) !== generation) return false;
+    return await this.#holds.stillHolds(hold);
+  }
+
+  /** Forgets an actor an executor gave up, and releases it. */
+  gaveUp(actor: ActorKey, generation: number): void {
+    const id = actorKeyString(actor);
+    const state = this.#actors.get(id);
+    if (!state?.hold || Number(state.hold.generation) !== generation) return;
+    this.#actors.delete(id);
+    this.#holds.release(state.hold).catch(() => {});
   }
 
   /** Evicts least recently used idle actors until one more fits. */
@@ -146,7 +235,12 @@ export class ActorHost {
 
   #hibernate(state: ActorState) {
     this.#actors.delete(state.id);
-    this.#pool.drop(state.key);
+    const hold = state.hold;
+    if (!hold) return;
+    // Its uploads land first; then the record says it is free.
+    this.#pool.drop(state.key, Number(hold.generation)).then(() =>
+      this.#holds.release(hold).catch(() => {})
+    );
     this.#log.debug("actor hibernated", { actor: state.id });
   }
 
@@ -160,11 +254,33 @@ export class ActorHost {
     });
   }
 
-  /** Forgets the instances an executor lost when it was replaced. */
-  executorReplaced(index: number): void {
+  /**
+   * Forgets the actors an executor lost when it was replaced and releases
+   * them; the events it never started run again at a new hold, in order.
+   */
+  executorReplaced(index: number, unstarted: UnstartedEvent[]): void {
     for (const state of [...this.#actors.values()]) {
-      if (state.executor === index && state.inFlight === 0) this.#actors.delete(state.id);
+      if (state.executor !== index) continue;
+      this.#actors.delete(state.id);
+      if (state.hold) this.#holds.release(state.hold).catch(() => {});
     }
+    for (const event of unstarted) {
+      this.dispatch(event.actor, event.request).then(event.resolve);
+    }
+  }
+
+  /**
+   * Releases every actor this node holds (at a clean stop, once the
+   * executors closed their databases and their uploads landed).
+   */
+  async releaseAll(): Promise<void> {
+    const holds = [...this.#actors.values()].flatMap((state) => state.hold ? [state.hold] : []);
+    this.#actors.clear();
+    let next = 0;
+    const worker = async () => {
+      while (next < holds.length) await this.#holds.release(holds[next++]).catch(() => {});
+    };
+    await Promise.all(Array.from({ length: STOP_RELEASE_CONCURRENCY }, worker));
   }
 
   /** Resolves once no event runs or waits, or after `timeoutMs`. */

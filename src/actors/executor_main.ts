@@ -25,6 +25,14 @@ import {
 import { FrameSender, readFrames } from "./frames.ts";
 import { DatabasePool } from "../sqlite/database_pool.ts";
 import { type ActorDatabase, type SqlError, toSqlError } from "../sqlite/actor_database.ts";
+import { openBucket } from "../bucket/open.ts";
+import type { Bucket } from "../bucket/bucket.ts";
+import { systemClock, systemRandom } from "../time/clock.ts";
+import { ActorReplica, type ReplicaContext } from "../replication/replica.ts";
+import { ReadLimiter } from "../replication/read_limiter.ts";
+import type { SnapshotSchedule } from "../replication/uploader.ts";
+import { HistoryError } from "../replication/history.ts";
+import { RestoreUnavailable } from "../replication/restore.ts";
 import type { Plain } from "./codec.ts";
 import {
   type ActorExportCalls,
@@ -38,6 +46,19 @@ const DATABASE_SWEEP_MS = 1000;
 
 /** The meta key holding the code version whose on-init ran. */
 const INIT_VERSION_KEY = "init_version";
+
+/**
+ * Actors whose failed periodic snapshots are remembered while they sleep
+ * (the spec: waking one must not try again early); the least recently
+ * touched is forgotten first.
+ */
+export const REMEMBERED_SNAPSHOT_SCHEDULES = 10_000;
+
+/** Actors given up (an upload failed) remembered, so their queued events get a 503. */
+const REMEMBERED_GIVE_UPS = 10_000;
+
+/** Inside a transaction, exec-durable takes only this. */
+const COMMIT_STATEMENT = /^\s*(COMMIT|END)(\s+TRANSACTION)?\s*;?\s*$/i;
 
 interface GlueModule {
   instantiate(
@@ -55,8 +76,16 @@ interface LoadedClass {
 
 interface ResidentActor {
   key: ActorKey;
+  id: string;
   path: string;
-  exports: ActorExportCalls;
+  generation: number;
+  /** Unset when the next event must make a new instance (after a trap, or a delete). */
+  exports: ActorExportCalls | undefined;
+  replica: ActorReplica;
+  /** The event holding the run token for this actor, if any. */
+  seq: number;
+  /** Discarded: an event suspended in it must not touch its database again. */
+  dead: boolean;
 }
 
 /** Raised when an event must fail with a status the actor did not choose. */
@@ -126,13 +155,30 @@ function jcoImports(host: ActorImports): Record<string, Record<string, unknown>>
   };
 }
 
-/** One executor's state and event loop. */
+/** One executor's state and its events. */
 class Executor {
   readonly #classes = new Map<string, LoadedClass>();
   readonly #resident = new Map<string, ResidentActor>();
   readonly #databases: DatabasePool;
   readonly #sender: FrameSender;
   readonly #log: Logger;
+  readonly #bucket: Bucket;
+  readonly #replication: ReplicaContext;
+  /** The tail of each actor's events: one actor's events run one at a time, in order. */
+  readonly #chains = new Map<string, Promise<void>>();
+  /** Failed periodic snapshots of sleeping actors, least recently touched first. */
+  readonly #schedules = new Map<string, SnapshotSchedule>();
+  /** Generations given up, by actor: their queued events get a 503. */
+  readonly #givenUp = new Map<string, number>();
+  /** One event runs at a time; the others wait for it to end or suspend. */
+  #running = false;
+  readonly #runQueue: (() => void)[] = [];
+  readonly #holdChecks = new Map<number, (ok: boolean) => void>();
+  #holdSeq = 0;
+  /** When the event holding the run token started (for its wall-clock limit). */
+  #eventStartedAt = 0;
+  /** Start times of the events under way, by sequence number. */
+  readonly #startedAt = new Map<number, number>();
 
   constructor(readonly init: ExecutorInit, classes: LoadedClass[], sender: FrameSender) {
     this.#sender = sender;
@@ -146,10 +192,79 @@ class Executor {
     );
     Deno.unrefTimer(sweep);
     this.#log = createLogger({ level: init.logLevel as LogLevel });
+    this.#bucket = openBucket(init.bucketUrl, { clock: systemClock, random: systemRandom });
+    this.#replication = {
+      bucket: this.#bucket,
+      clock: systemClock,
+      log: this.#log,
+      nodeId: init.nodeId,
+      limiter: new ReadLimiter(init.restoreReads, init.restoreBytes),
+      historyRetentionMs: init.historyRetentionMs,
+      count: (name, by = 1) => this.post({ type: "count", name, by }),
+    };
   }
 
   post(message: FromExecutor) {
     this.#sender.send(message as unknown as Plain);
+  }
+
+  /** Waits for the run token; a resumed event goes before events not started. */
+  #acquire(resumed = false): Promise<void> {
+    if (!this.#running) {
+      this.#running = true;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      if (resumed) this.#runQueue.unshift(resolve);
+      else this.#runQueue.push(resolve);
+    });
+  }
+
+  #release() {
+    const next = this.#runQueue.shift();
+    if (next) next();
+    else this.#running = false;
+  }
+
+  /**
+   * Lets other actors' events run while this event waits on the bucket. The
+   * node is told, so it counts the next event as the one running, and
+   * leaves this event's wall-clock limit to the executor: past it the wait
+   * ends with a 504 (`onTimeout` may stop the work), and the event's
+   * instance unwinds.
+   */
+  async #suspend<T>(seq: number, work: Promise<T>, onTimeout?: () => Promise<void>): Promise<T> {
+    this.post({ type: "suspended", seq });
+    // Written before another event can start: one that loops would keep a
+    // queued write from ever going out, and the node would count this
+    // event, not the loop, as the one running.
+    await this.#sender.drain();
+    this.#release();
+    const controller = new AbortController();
+    const remaining = this.#eventStartedAt + this.init.eventTimeoutMs - performance.now();
+    const timer = setTimeout(() => controller.abort(), Math.max(0, remaining));
+    const timedOut = new Promise<never>((_, reject) =>
+      controller.signal.addEventListener("abort", async () => {
+        await onTimeout?.();
+        reject(
+          new EventFailure(
+            504,
+            `the actor did not finish its event within ${this.init.eventTimeoutMs / 1000} s`,
+          ),
+        );
+      })
+    );
+    try {
+      return await Promise.race([work, timedOut]);
+    } finally {
+      clearTimeout(timer);
+      await this.#acquire(true);
+      this.#eventStartedAt = this.#startedAt.get(seq) ?? performance.now();
+      // Written before the event goes on, for the same reason: the node
+      // must count it, not an event waiting for the token, as running.
+      this.post({ type: "resumed", seq });
+      await this.#sender.drain();
+    }
   }
 
   #db(path: string): ActorDatabase {
@@ -160,13 +275,26 @@ class Executor {
     }
   }
 
-  #imports(key: ActorKey, path: string, spec: ExecutorClass): ActorImports {
-    const log = this.#log.with({ actor: actorKeyString(key) });
+  #checkHold(actor: ResidentActor): Promise<boolean> {
+    const id = ++this.#holdSeq;
+    return new Promise((resolve) => {
+      this.#holdChecks.set(id, resolve);
+      this.post({ type: "check-hold", id, actor: actor.key, generation: actor.generation });
+    });
+  }
+
+  #imports(actor: ResidentActor, spec: ExecutorClass): ActorImports {
+    const { key, path } = actor;
+    const log = this.#log.with({ actor: actor.id });
     const fail = (error: SqlError | string): never => {
       throw new GuestError(error);
     };
+    const alive = () => {
+      if (actor.dead) throw new Error("the actor was discarded while its event waited");
+    };
     return {
       exec: (sql, params) => {
+        alive();
         try {
           return this.#db(path).exec(sql, params);
         } catch (error) {
@@ -174,11 +302,50 @@ class Executor {
           throw new GuestError(toSqlError(error));
         }
       },
-      execDurable: () =>
-        fail(unavailable("storage.exec-durable", "it needs replication to a bucket")),
+      execDurable: async (sql, params) => {
+        alive();
+        const db = this.#db(path);
+        if (db.inTransaction && !COMMIT_STATEMENT.test(sql)) {
+          fail({
+            code: "WASMKEEP_DURABLE_IN_TRANSACTION",
+            message: "inside a transaction exec-durable takes only the COMMIT: " +
+              "nothing is durable before it; run the other statements with exec",
+          });
+        }
+        let result;
+        try {
+          result = db.exec(sql, params);
+        } catch (error) {
+          throw new GuestError(toSqlError(error));
+        }
+        if (db.inTransaction) return result;
+        const txid = actor.replica.capture(db);
+        if (txid === undefined) return result;
+        await this.#suspend(actor.seq, this.#makeDurable(actor, txid));
+        alive();
+        return result;
+      },
       inTransaction: () => this.#databases.peek(path)?.inTransaction ?? false,
-      deleteSelf: () =>
-        fail(unavailable("storage.delete-self", "it needs replication to a bucket")),
+      deleteSelf: () => {
+        alive();
+        const db = this.#db(path);
+        if (db.inTransaction) {
+          fail({
+            code: "WASMKEEP_DELETE_IN_TRANSACTION",
+            message: "delete-self cannot run inside a transaction; commit or roll it back first",
+          });
+        }
+        // What committed before the delete takes its own TXID, then the
+        // delete takes the next one; the marker is uploaded in that order.
+        actor.replica.capture(db);
+        this.#databases.wipe(path);
+        // A new instance over the emptied database for the next event, and
+        // on-init runs again.
+        actor.exports = undefined;
+        actor.replica.recordDelete().catch(() => {
+          // A failed upload already gave the actor up (onFailure).
+        });
+      },
       self: () => ({ tenant: key.tenant, class: key.class, name: key.name }),
       call: () => fail(unavailable("actors.call", "calls between actors").message),
       alarmSet: () => fail(unavailable("alarms.set", "alarms").message),
@@ -194,58 +361,210 @@ class Executor {
     };
   }
 
+  /** Waits for `txid` to land, then asks the node whether it still held the actor then. */
+  async #makeDurable(actor: ResidentActor, txid: bigint) {
+    try {
+      await actor.replica.uploaded(txid);
+    } catch (error) {
+      throw new GuestError({
+        code: "WASMKEEP_NOT_DURABLE",
+        message: `the write is committed here but did not reach the bucket: ${
+          (error as Error).message
+        }`,
+      });
+    }
+    if (!await this.#checkHold(actor)) {
+      throw new GuestError({
+        code: "WASMKEEP_NOT_DURABLE",
+        message: "the write reached the bucket, but this node no longer held the actor then",
+      });
+    }
+  }
+
   async #instantiate(loaded: LoadedClass, imports: ActorImports): Promise<ActorExportCalls> {
     const direct = loaded.spec.directModule;
     if (direct) return instantiateDirect(loaded.modules.get(direct)!, imports);
     return await loaded.glue!.instantiate((name) => loaded.modules.get(name)!, jcoImports(imports));
   }
 
-  async #wake(key: ActorKey): Promise<ResidentActor> {
+  async #wake(seq: number, key: ActorKey, id: string, generation: number): Promise<ResidentActor> {
     const loaded = this.#classes.get(key.class);
     if (!loaded) throw new EventFailure(500, `no class ${key.class} in this executor`);
     const path = actorDatabasePath(this.init.dataDir, key);
-    const db = this.#db(path);
-    const exports = await this.#instantiate(loaded, this.#imports(key, path, loaded.spec));
-    if (db.getMeta(INIT_VERSION_KEY) !== loaded.spec.hash) {
-      try {
-        await exports.onInit();
-      } catch (error) {
-        const payload = (error as { payload?: unknown }).payload;
-        if (typeof payload !== "string") throw error;
-        throw new EventFailure(500, `the actor's on-init failed: ${payload}`);
-      }
-      if (this.#db(path).inTransaction) {
+    Deno.mkdirSync(path.slice(0, path.lastIndexOf("/")), { recursive: true });
+    const actor = { key, id, path, generation, seq, dead: false } as ResidentActor;
+    const abort = new AbortController();
+    const opening = ActorReplica.open(this.#replication, {
+      actor: key,
+      path,
+      generation: BigInt(generation),
+      schedule: this.#schedules.get(id),
+      onFailure: (error) => this.#giveUp(actor, error),
+      openDatabase: () => this.#db(path),
+      signal: abort.signal,
+    });
+    try {
+      actor.replica = await this.#suspend(seq, opening, async () => {
+        // The actor's next event must not start a restore beside this one.
+        abort.abort(new Error("the event's wall-clock limit passed"));
+        const late = await opening.catch(() => undefined);
+        late?.abandon();
+      });
+    } catch (error) {
+      this.#databases.close(path);
+      if (error instanceof HistoryError) {
+        this.post({ type: "count", name: "wasmkeep_restore_failures_total", by: 1 });
         throw new EventFailure(
           500,
-          "the actor's on-init ended with a transaction open; it was rolled back",
+          `the actor's history in the bucket cannot be restored without losing data: ${error.message}`,
         );
       }
-      this.#db(path).setMeta(INIT_VERSION_KEY, loaded.spec.hash);
-    }
-    return { key, path, exports };
-  }
-
-  #discard(id: string, path: string) {
-    this.#resident.delete(id);
-    this.#databases.peek(path)?.rollback();
-  }
-
-  async runEvent(seq: number, id: string, key: ActorKey, request: ActorRequest) {
-    let actor = this.#resident.get(id);
-    // Kept with the resident actor: computing it costs a percent-encoding per event.
-    const path = actor?.path ?? actorDatabasePath(this.init.dataDir, key);
-    try {
-      if (!actor) {
-        actor = await this.#wake(key);
-        this.#resident.set(id, actor);
+      if (error instanceof RestoreUnavailable) {
+        this.post({ type: "count", name: "wasmkeep_restore_failures_total", by: 1 });
+        throw new EventFailure(503, `the bucket did not answer the actor's restore; retry`);
       }
-      const response = await actor.exports.onRequest(request);
-      if (this.#databases.peek(path)?.inTransaction) {
+      throw error;
+    }
+    this.#schedules.delete(id);
+    // Resident from here, so a failing on-init discards it with its replica.
+    this.#resident.set(id, actor);
+    await this.#instantiateActor(actor);
+    return actor;
+  }
+
+  /** Makes the actor's instance, running on-init once per code version. */
+  async #instantiateActor(actor: ResidentActor) {
+    const loaded = this.#classes.get(actor.key.class)!;
+    const { path } = actor;
+    const exports = await this.#instantiate(loaded, this.#imports(actor, loaded.spec));
+    actor.exports = exports;
+    const db = this.#db(path);
+    if (db.getMeta(INIT_VERSION_KEY) === loaded.spec.hash) return;
+    try {
+      await exports.onInit();
+    } catch (error) {
+      const payload = (error as { payload?: unknown }).payload;
+      if (typeof payload !== "string") throw error;
+      throw new EventFailure(500, `the actor's on-init failed: ${payload}`);
+    }
+    if (this.#db(path).inTransaction) {
+      throw new EventFailure(
+        500,
+        "the actor's on-init ended with a transaction open; it was rolled back",
+      );
+    }
+    this.#db(path).setMeta(INIT_VERSION_KEY, loaded.spec.hash);
+  }
+
+  /**
+   * After a trap or a failed event: the instance may be in any state, so
+   * it goes and its open transaction is rolled back; what its event
+   * committed before stays, and is captured like any commit.
+   */
+  #dropInstance(actor: ResidentActor) {
+    actor.exports = undefined;
+    const db = this.#databases.peek(actor.path);
+    if (!db) return;
+    db.rollback();
+    try {
+      if (actor.replica) actor.replica.capture(db);
+    } catch (error) {
+      this.#log.error("capture after a failed event failed", {
+        actor: actor.id,
+        error: String(error),
+      });
+      this.#discard(actor);
+    }
+  }
+
+  /**
+   * Drops an actor's instance and its replica without waiting for uploads;
+   * its local file is not vouched for, so its next wake restores.
+   */
+  #discard(actor: ResidentActor) {
+    actor.dead = true;
+    if (this.#resident.get(actor.id) === actor) this.#resident.delete(actor.id);
+    this.#databases.peek(actor.path)?.rollback();
+    this.#databases.close(actor.path);
+    actor.replica?.abandon();
+  }
+
+  /** An upload failed: the node gives the actor up (the spec's "Replication"). */
+  #giveUp(actor: ResidentActor, error: unknown) {
+    if (actor.dead) return;
+    this.#log.warn("upload failed; giving the actor up", {
+      actor: actor.id,
+      error: String((error as Error)?.message ?? error),
+    });
+    this.#discard(actor);
+    this.#rememberGiveUp(actor.id, actor.generation);
+    this.post({ type: "give-up", actor: actor.key, generation: actor.generation });
+  }
+
+  #rememberGiveUp(id: string, generation: number) {
+    this.#givenUp.delete(id);
+    this.#givenUp.set(id, generation);
+    if (this.#givenUp.size > REMEMBERED_GIVE_UPS) {
+      this.#givenUp.delete(this.#givenUp.keys().next().value!);
+    }
+  }
+
+  #chain(id: string, task: () => Promise<void>) {
+    const previous = this.#chains.get(id);
+    const next = previous ? previous.then(task) : task();
+    this.#chains.set(id, next);
+    next.finally(() => {
+      if (this.#chains.get(id) === next) this.#chains.delete(id);
+    });
+  }
+
+  async #runEvent(
+    seq: number,
+    id: string,
+    key: ActorKey,
+    generation: number,
+    request: ActorRequest,
+  ) {
+    await this.#acquire();
+    this.#eventStartedAt = performance.now();
+    this.#startedAt.set(seq, this.#eventStartedAt);
+    let actor = this.#resident.get(id);
+    try {
+      if ((this.#givenUp.get(id) ?? 0) >= generation) {
+        throw new EventFailure(503, "the actor's replication to the bucket failed; retry");
+      }
+      if (actor && actor.generation !== generation) {
+        await this.#suspend(seq, this.#close(actor));
+        actor = undefined;
+      }
+      if (!actor) {
+        actor = await this.#wake(seq, key, id, generation);
+      } else if (!actor.exports) {
+        await this.#instantiateActor(actor);
+      }
+      actor.seq = seq;
+      const db = () => this.#databases.peek(actor!.path);
+      // A periodic snapshot holds the actor: its next event waits for it.
+      if (actor.replica.snapshotDue()) {
+        await this.#suspend(seq, actor.replica.snapshot(this.#db(actor.path)));
+      }
+      // A delete-self during the event unsets the instance it runs in.
+      const response = await actor.exports!.onRequest(request);
+      if (db()?.inTransaction) {
         throw new EventFailure(500, "the event ended with a transaction open; it was rolled back");
       }
-      this.post({ type: "done", seq, response });
+      const open = db();
+      if (open && !actor.dead) actor.replica.capture(open);
+      if (!actor.dead) this.post({ type: "done", seq, response });
+      else {this.post({
+          type: "failed",
+          seq,
+          status: 503,
+          message: "the actor was given up; retry",
+        });}
     } catch (error) {
-      this.#discard(id, path);
+      actor ??= this.#resident.get(id);
+      if (actor && !actor.dead) this.#dropInstance(actor);
       if (error instanceof EventFailure) {
         this.#log.warn("event failed", { actor: id, reason: error.message });
         this.post({ type: "failed", seq, status: error.status, message: error.message });
@@ -261,36 +580,80 @@ class Executor {
           message: `the actor failed (error id ${eid})`,
         });
       }
+    } finally {
+      this.#startedAt.delete(seq);
+      this.#release();
     }
   }
 
-  handle(message: ToExecutor): Promise<void> | void {
+  /** Closes a resident actor: its uploads land (bounded), then its database closes. */
+  async #close(actor: ResidentActor): Promise<boolean> {
+    if (this.#resident.get(actor.id) === actor) this.#resident.delete(actor.id);
+    if (actor.dead) return false;
+    const landed = await actor.replica.close(() => this.#databases.close(actor.path));
+    actor.dead = true;
+    this.#rememberSchedule(actor.id, actor.replica.uploader.schedule);
+    return landed;
+  }
+
+  #rememberSchedule(id: string, schedule: SnapshotSchedule) {
+    if (schedule.failures === 0) return;
+    this.#schedules.set(id, schedule);
+    if (this.#schedules.size > REMEMBERED_SNAPSHOT_SCHEDULES) {
+      this.#schedules.delete(this.#schedules.keys().next().value!);
+    }
+  }
+
+  handle(message: ToExecutor): void {
     switch (message.type) {
-      case "event":
-        return this.runEvent(
-          message.seq,
-          actorKeyString(message.actor),
-          message.actor,
-          message.request,
+      case "event": {
+        const id = actorKeyString(message.actor);
+        this.#chain(
+          id,
+          () => this.#runEvent(message.seq, id, message.actor, message.generation, message.request),
         );
-      case "drop": {
-        this.#resident.delete(actorKeyString(message.actor));
-        this.#databases.close(actorDatabasePath(this.init.dataDir, message.actor));
         return;
       }
-      case "abandon":
-        this.#discard(
-          actorKeyString(message.actor),
-          actorDatabasePath(this.init.dataDir, message.actor),
-        );
+      case "drop": {
+        const id = actorKeyString(message.actor);
+        this.#chain(id, async () => {
+          const actor = this.#resident.get(id);
+          const landed = actor ? await this.#close(actor) : true;
+          this.post({
+            type: "dropped",
+            actor: message.actor,
+            generation: message.generation,
+            landed,
+          });
+        });
+        return;
+      }
+      case "abandon": {
+        const actor = this.#resident.get(actorKeyString(message.actor));
+        if (actor) {
+          this.#discard(actor);
+          this.post({ type: "give-up", actor: actor.key, generation: actor.generation });
+        }
         this.post({ type: "abandoned", seq: message.seq });
         return;
+      }
+      case "hold": {
+        this.#holdChecks.get(message.id)?.(message.ok);
+        this.#holdChecks.delete(message.id);
+        return;
+      }
       case "shutdown":
-        this.#resident.clear();
-        this.#databases.closeAll();
-        this.post({ type: "closed" });
         return;
     }
+  }
+
+  /** Closes every actor (uploads land, bounded), then the bucket. */
+  async shutdown() {
+    await Promise.all([...this.#chains.values()].map((chain) => chain.catch(() => {})));
+    await Promise.all([...this.#resident.values()].map((actor) => this.#close(actor)));
+    this.#databases.closeAll();
+    await this.#bucket.close();
+    this.post({ type: "closed" });
   }
 }
 
@@ -317,15 +680,14 @@ export async function runExecutor(socketPath: string): Promise<void> {
         continue;
       }
       if (!executor) throw new Error("the first message to an executor must be init");
-      // One event at a time, in arrival order, each to its end: the node
-      // sends an actor's events without waiting for the previous answer,
-      // and counts an event's wall-clock time from when it becomes the
-      // oldest it has not been answered, so the oldest must be the one
-      // running (a wake awaits, and must not let a later event slip in).
-      // Imports that really wait (issue 4) will need the node told which
-      // events are suspended instead.
-      await executor.handle(message);
-      if (message.type === "shutdown") break;
+      // Events start in arrival order; one runs at a time, and the next
+      // starts only when it ends or waits on the bucket (then the node is
+      // told), so the node knows which event is running.
+      executor.handle(message);
+      if (message.type === "shutdown") {
+        await executor.shutdown();
+        break;
+      }
     }
     await sender.drain();
   } finally {

@@ -19,6 +19,7 @@ import type {
   ToExecutor,
 } from "./protocol.ts";
 import { FrameSender, readFrames } from "./frames.ts";
+import { RESTORE_MAX_READ_BYTES, RESTORE_MAX_READS } from "../replication/read_limiter.ts";
 import type { Plain } from "./codec.ts";
 
 /**
@@ -27,6 +28,12 @@ import type { Plain } from "./codec.ts";
  * one whose event awaits the host answers at once.
  */
 export const ABANDON_GRACE_MS = 500;
+
+/**
+ * How long past its wall-clock limit the node waits for an executor to end
+ * an event that waits on the bucket, which the executor does itself.
+ */
+export const SUSPENDED_GRACE_MS = 2000;
 
 /**
  * How often the oldest event of each executor is checked against the
@@ -74,17 +81,45 @@ export interface ExecutorPoolOptions {
    * default this binary (`__executor`) or `deno run` on executor_main.ts.
    */
   command?: (socketPath: string) => { program: string; args: string[] };
-  /** Told when an executor was replaced, so the actors it held are no longer resident. */
-  onExecutorReplaced?: (index: number) => void;
+  /**
+   * Told when an executor was replaced, so the actors it held are no longer
+   * resident, with the events it had not started: the caller runs them
+   * again (at a new hold) or answers them. Without it they are answered 503.
+   */
+  onExecutorReplaced?: (index: number, unstarted: UnstartedEvent[]) => void;
+  /** The bucket executors replicate to. */
+  bucketUrl: string;
+  /** This node's id. */
+  nodeId: string;
+  /** `--history-retention-secs`, in ms. */
+  historyRetentionMs: number;
+  /** Whether the node still holds `actor` at `generation` (after a durable write landed). */
+  checkHold?: (actor: ActorKey, generation: number) => Promise<boolean>;
+  /** An executor gave an actor up (an upload failed, or an event was abandoned). */
+  onGiveUp?: (actor: ActorKey, generation: number) => void;
+  /** An executor counted a metric. */
+  onCount?: (name: string, by: number) => void;
+}
+
+/** An event an executor never started, handed back when it was replaced. */
+export interface UnstartedEvent {
+  actor: ActorKey;
+  request: ActorRequest;
+  resolve: (outcome: EventOutcome) => void;
 }
 
 interface PendingEvent {
   seq: number;
   actor: ActorKey;
+  /** The actor's key string, for per-actor order. */
+  id: string;
+  generation: number;
   request: ActorRequest;
   resolve: (outcome: EventOutcome) => void;
-  /** When the event became the oldest of its executor: when it started running. */
+  /** When the event started running, as far as the node can tell (see #arm). */
   startedAt: number | undefined;
+  /** It waits on the bucket; the executor runs other actors' events meanwhile. */
+  suspended: boolean;
   timedOut: boolean;
 }
 
@@ -102,6 +137,10 @@ interface Executor {
   /** Set when the pool killed the process on purpose. */
   killed: boolean;
   pending: Map<number, PendingEvent>;
+  /** Pending events that said they wait on the bucket. */
+  suspended: number;
+  /** Drops sent and not answered, by actor key string. */
+  drops: Map<string, (landed: boolean) => void>;
   closed?: () => void;
 }
 
@@ -142,7 +181,7 @@ export class ExecutorPool {
     this.#options = options;
     this.#socketDir = Deno.makeTempDirSync({ prefix: "wasmkeep-" });
     for (let index = 0; index < options.size; index++) {
-      this.#executors.push(this.#spawn(index, []));
+      this.#executors.push(this.#spawn(index));
     }
   }
 
@@ -151,13 +190,15 @@ export class ExecutorPool {
     return shardOf(actorKeyString(actor), this.#executors.length);
   }
 
-  #spawn(index: number, replay: PendingEvent[], delayMs = 0): Executor {
+  #spawn(index: number, delayMs = 0): Executor {
     const executor: Executor = {
       index,
       startedAt: this.#options.clock.monotonic() + delayMs,
       early: [],
       killed: false,
       pending: new Map(),
+      suspended: 0,
+      drops: new Map(),
     };
     this.#write(executor, {
       type: "init",
@@ -167,10 +208,15 @@ export class ExecutorPool {
         Math.floor(this.#options.maxOpenDatabases / this.#options.size),
       ),
       databaseIdleMs: this.#options.databaseIdleMs,
+      eventTimeoutMs: this.#options.eventTimeoutMs,
       classes: this.#options.classes,
       logLevel: this.#options.logLevel,
+      bucketUrl: this.#options.bucketUrl,
+      nodeId: this.#options.nodeId,
+      historyRetentionMs: this.#options.historyRetentionMs,
+      restoreReads: Math.max(1, Math.floor(RESTORE_MAX_READS / this.#options.size)),
+      restoreBytes: Math.floor(RESTORE_MAX_READ_BYTES / this.#options.size),
     });
-    for (const event of replay) this.#send(executor, event);
     const start = () => {
       if (this.#closing || this.#executors[index] !== executor) return;
       const socketPath = `${this.#socketDir}/e${index}-${++this.#spawned}.sock`;
@@ -247,15 +293,54 @@ export class ExecutorPool {
       case "closed":
         return;
       case "abandoned":
-        executor.pending.delete(message.seq);
-        this.#armHead(executor);
+        this.#settle(executor, message.seq);
+        return;
+      case "suspended": {
+        const pending = executor.pending.get(message.seq);
+        if (!pending || pending.suspended) return;
+        pending.suspended = true;
+        executor.suspended++;
+        this.#arm(executor);
+        return;
+      }
+      case "resumed": {
+        const pending = executor.pending.get(message.seq);
+        if (!pending || !pending.suspended) return;
+        pending.suspended = false;
+        executor.suspended--;
+        // It holds the executor again: every other event that is not
+        // waiting on the bucket waits for it, so none of them has started.
+        for (const event of executor.pending.values()) {
+          if (event !== pending && !event.suspended && !event.timedOut) event.startedAt = undefined;
+        }
+        this.#arm(executor);
+        return;
+      }
+      case "check-hold": {
+        const check = this.#options.checkHold ?? (() => Promise.resolve(false));
+        check(message.actor, message.generation).catch(() => false).then((ok) => {
+          if (this.#executors[executor.index] === executor) {
+            this.#write(executor, { type: "hold", id: message.id, ok });
+          }
+        });
+        return;
+      }
+      case "give-up":
+        this.#options.onGiveUp?.(message.actor, message.generation);
+        return;
+      case "dropped": {
+        const id = actorKeyString(message.actor);
+        executor.drops.get(id)?.(message.landed);
+        executor.drops.delete(id);
+        return;
+      }
+      case "count":
+        this.#options.onCount?.(message.name, message.by);
         return;
       case "done":
       case "failed": {
-        const pending = executor.pending.get(message.seq);
+        const pending = this.#settle(executor, message.seq);
         if (!pending) return;
-        executor.pending.delete(message.seq);
-        this.#armHead(executor);
         if (pending.timedOut) return;
         pending.resolve(
           message.type === "done"
@@ -266,15 +351,39 @@ export class ExecutorPool {
     }
   }
 
+  #settle(executor: Executor, seq: number): PendingEvent | undefined {
+    const pending = executor.pending.get(seq);
+    if (!pending) return undefined;
+    executor.pending.delete(seq);
+    if (pending.suspended) executor.suspended--;
+    this.#arm(executor);
+    return pending;
+  }
+
   /**
-   * An executor runs its events in the order it got them, so the oldest
-   * pending one is the one running: the wall-clock limit counts from when an
-   * event becomes the oldest, not from when it was queued behind others.
+   * An executor starts events in the order it got them, one at a time, and
+   * the next only when the one running ends or says it waits on the bucket;
+   * an actor's events wait for that actor's earlier ones. So the one running
+   * is the oldest pending event that is not waiting and whose actor has no
+   * earlier pending event: the wall-clock limit counts from when it became
+   * that, not from when it was queued behind others.
    */
-  #armHead(executor: Executor) {
-    const head = executor.pending.values().next().value;
-    if (!head || head.startedAt !== undefined) return;
-    head.startedAt = this.#options.clock.monotonic();
+  #arm(executor: Executor) {
+    let running: PendingEvent | undefined;
+    if (executor.suspended === 0) {
+      running = executor.pending.values().next().value;
+    } else {
+      const waiting = new Set<string>();
+      for (const event of executor.pending.values()) {
+        if (!event.suspended && !waiting.has(event.id)) {
+          running = event;
+          break;
+        }
+        waiting.add(event.id);
+      }
+    }
+    if (!running || running.startedAt !== undefined) return;
+    running.startedAt = this.#options.clock.monotonic();
     // One sweep for every executor instead of a timer per event: a timer
     // set and cancelled per event cost 8 µs of the main thread's 100.
     this.#sweep ??= this.#options.clock.setTimer(TIMEOUT_SWEEP_MS, () => this.#sweepTimeouts());
@@ -285,11 +394,17 @@ export class ExecutorPool {
     const now = this.#options.clock.monotonic();
     let pending = false;
     for (const executor of this.#executors) {
-      const head = executor.pending.values().next().value;
-      if (!head) continue;
-      pending = true;
-      if (!head.timedOut && now - head.startedAt! >= this.#options.eventTimeoutMs) {
-        this.#onTimeout(executor.index, head);
+      for (const event of executor.pending.values()) {
+        pending = true;
+        if (event.startedAt === undefined || event.timedOut) continue;
+        // The executor ends a waiting event at its limit itself; the node
+        // steps in only if it did not (an executor that stopped answering).
+        const limit = this.#options.eventTimeoutMs + (event.suspended ? SUSPENDED_GRACE_MS : 0);
+        if (now - event.startedAt >= limit) {
+          this.#onTimeout(executor.index, event);
+        }
+        // Only the running and the waiting events have started.
+        if (executor.suspended === 0) break;
       }
     }
     if (pending && !this.#closing) {
@@ -303,6 +418,7 @@ export class ExecutorPool {
         type: "event",
         seq: pending.seq,
         actor: pending.actor,
+        generation: pending.generation,
         request: pending.request,
       });
     } catch (error) {
@@ -315,9 +431,8 @@ export class ExecutorPool {
       });
       return;
     }
-    pending.startedAt = undefined;
     executor.pending.set(pending.seq, pending);
-    this.#armHead(executor);
+    this.#arm(executor);
   }
 
   #onTimeout(index: number, pending: PendingEvent) {
@@ -367,15 +482,15 @@ export class ExecutorPool {
         wait_ms: delayMs,
       });
     }
-    const replay: PendingEvent[] = [];
+    const unstarted: UnstartedEvent[] = [];
     for (const event of executor.pending.values()) {
       if (event.timedOut) continue;
-      // An executor runs one event at a time to its end, and the stuck one
-      // has timed out: the others were still waiting in its input, never
-      // started, and are safe to run on the new one (issue 4 adds events
-      // that wait on the host; those will be failed here instead).
-      if (why === "stuck") {
-        replay.push(event);
+      // The stuck event has timed out; the events that never started were
+      // still waiting in the executor's input and are safe to run again
+      // (at a new hold: the caller takes the actor again). Started ones,
+      // or any after a crash, may have run.
+      if (why === "stuck" && event.startedAt === undefined) {
+        unstarted.push({ actor: event.actor, request: event.request, resolve: event.resolve });
       } else {
         event.resolve({
           kind: "failed",
@@ -385,8 +500,21 @@ export class ExecutorPool {
       }
     }
     executor.pending.clear();
-    this.#executors[executor.index] = this.#spawn(executor.index, replay, delayMs);
-    this.#options.onExecutorReplaced?.(executor.index);
+    executor.suspended = 0;
+    for (const resolve of executor.drops.values()) resolve(false);
+    executor.drops.clear();
+    this.#executors[executor.index] = this.#spawn(executor.index, delayMs);
+    if (this.#options.onExecutorReplaced) {
+      this.#options.onExecutorReplaced(executor.index, unstarted);
+    } else {
+      for (const event of unstarted) {
+        event.resolve({
+          kind: "failed",
+          status: 503,
+          message: "the actor's executor was replaced before this event started; retry",
+        });
+      }
+    }
   }
 
   /**
@@ -394,7 +522,12 @@ export class ExecutorPool {
    * {@linkcode executorOf}, which the caller keeps). Events of one actor run
    * in the order they are given.
    */
-  run(index: number, actor: ActorKey, request: ActorRequest): Promise<EventOutcome> {
+  run(
+    index: number,
+    actor: ActorKey,
+    generation: number,
+    request: ActorRequest,
+  ): Promise<EventOutcome> {
     const executor = this.#executors[index];
     if (!executor.process && executor.startedAt > this.#options.clock.monotonic()) {
       return Promise.resolve({
@@ -407,18 +540,34 @@ export class ExecutorPool {
       const pending: PendingEvent = {
         seq: ++this.#seq,
         actor,
+        id: actorKeyString(actor),
+        generation,
         request,
         resolve,
         startedAt: undefined,
+        suspended: false,
         timedOut: false,
       };
       this.#send(executor, pending);
     });
   }
 
-  /** Drops an idle actor's instance and closes its database. */
-  drop(actor: ActorKey): void {
-    this.#write(this.#executors[this.executorOf(actor)], { type: "drop", actor });
+  /**
+   * Drops an idle actor's instance after its events, once its uploads
+   * landed, and closes its database. Resolves whether every upload landed
+   * (false too when its executor was replaced meanwhile).
+   */
+  drop(actor: ActorKey, generation: number): Promise<boolean> {
+    const executor = this.#executors[this.executorOf(actor)];
+    const id = actorKeyString(actor);
+    return new Promise((resolve) => {
+      const earlier = executor.drops.get(id);
+      executor.drops.set(id, (landed) => {
+        earlier?.(landed);
+        resolve(landed);
+      });
+      this.#write(executor, { type: "drop", actor, generation });
+    });
   }
 
   /**

@@ -45,16 +45,40 @@ export interface ExecutorInit {
   maxOpenDatabases: number;
   /** A database unused this long is closed (its actor may stay resident). */
   databaseIdleMs: number;
+  /**
+   * The wall-clock limit of one event; the executor applies it to events
+   * that wait on the bucket (the node to the one running).
+   */
+  eventTimeoutMs: number;
   classes: ExecutorClass[];
   logLevel: string;
+  /** The bucket actors replicate to (the executor opens its own client). */
+  bucketUrl: string;
+  /** This node's id, written into the `base` of each hold. */
+  nodeId: string;
+  /** `--history-retention-secs`, in ms. */
+  historyRetentionMs: number;
+  /** This executor's share of the node's concurrent restore reads. */
+  restoreReads: number;
+  /** This executor's share of the node's restore bytes read at once. */
+  restoreBytes: number;
 }
 
 /** Main thread to executor. */
 export type ToExecutor =
   | ExecutorInit
-  | { type: "event"; seq: number; actor: ActorKey; request: ActorRequest }
-  | { type: "drop"; actor: ActorKey }
+  | {
+    type: "event";
+    seq: number;
+    actor: ActorKey;
+    /** The generation of the node's hold on the actor. */
+    generation: number;
+    request: ActorRequest;
+  }
+  | { type: "drop"; actor: ActorKey; generation: number }
   | { type: "abandon"; seq: number; actor: ActorKey }
+  /** The answer to a `check-hold`. */
+  | { type: "hold"; id: number; ok: boolean }
   | { type: "shutdown" };
 
 /** Executor to main thread. */
@@ -63,6 +87,18 @@ export type FromExecutor =
   | { type: "done"; seq: number; response: ActorResponse }
   | { type: "failed"; seq: number; status: number; message: string }
   | { type: "abandoned"; seq: number }
+  /** The event waits on the bucket; the executor runs others meanwhile. */
+  | { type: "suspended"; seq: number }
+  /** The event goes on after its wait; no other event runs until it ends or waits again. */
+  | { type: "resumed"; seq: number }
+  /** Does the node still hold the actor at this generation? (A durable write landed.) */
+  | { type: "check-hold"; id: number; actor: ActorKey; generation: number }
+  /** An upload failed, or an event was abandoned: the node gives the actor up. */
+  | { type: "give-up"; actor: ActorKey; generation: number }
+  /** A drop finished: `landed` tells whether every upload reached the bucket. */
+  | { type: "dropped"; actor: ActorKey; generation: number; landed: boolean }
+  /** Adds `by` to the counter `name`. */
+  | { type: "count"; name: string; by: number }
   | { type: "closed" };
 
 /**

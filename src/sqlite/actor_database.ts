@@ -6,6 +6,8 @@
  */
 
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
+import type { LtxPage } from "../ltx/encoder.ts";
+import { readWalCommits, WAL_HEADER_SIZE } from "./wal.ts";
 
 /** A SQL value as the actor interface carries it (`storage.value`). */
 export type SqlValue =
@@ -37,6 +39,16 @@ export const STATEMENT_CACHE_SIZE = 32;
 
 /** The table WasmKeep keeps its own per-actor facts in; actors must not use it. */
 export const META_TABLE = "_wasmkeep_meta";
+
+/** What the transactions since the last capture changed, each page once. */
+export interface CommittedPages {
+  /** The database's page size. */
+  pageSize: number;
+  /** Size of the database in pages after the last of them. */
+  commit: number;
+  /** The pages they wrote, ascending, each with its last content, none past `commit`. */
+  pages: LtxPage[];
+}
 
 /** A prepared statement and its result columns, cached together. */
 interface Prepared {
@@ -121,6 +133,13 @@ export class ActorDatabase {
   /** total_changes() after the last statement with rows, while nothing else ran since. */
   #totalChanges: bigint | undefined;
   readonly #counters: StatementSync;
+  /**
+   * Our own descriptor of the database file, for snapshots. It stays open
+   * as long as SQLite's: closing any descriptor of a file drops every POSIX
+   * lock this process holds on it, SQLite's exclusive lock included.
+   */
+  readonly #file: Deno.FsFile;
+  #pageSize: number | undefined;
 
   /** Opens (creating if needed) the database at `path`. */
   constructor(readonly path: string) {
@@ -131,10 +150,15 @@ export class ActorDatabase {
     // the open-file limit bounds how many databases can be open.
     this.#db.exec("PRAGMA locking_mode = EXCLUSIVE");
     this.#db.exec("PRAGMA journal_mode = WAL");
-    // NORMAL survives a process crash; the bucket copy is what survives a
-    // lost machine.
-    this.#db.exec("PRAGMA synchronous = NORMAL");
+    // The host checkpoints after it read what an event committed from the
+    // -wal file (capture); an automatic checkpoint would empty it first.
+    this.#db.exec("PRAGMA wal_autocheckpoint = 0");
+    // The bucket is the durable copy (the spec: "the node does not fsync it
+    // locally as well"), and a local file is trusted again only once checked
+    // against the bucket's history, so a torn local file costs a restore.
+    this.#db.exec("PRAGMA synchronous = OFF");
     this.#db.exec(`CREATE TABLE IF NOT EXISTS ${META_TABLE} (key TEXT PRIMARY KEY, value TEXT)`);
+    this.#file = Deno.openSync(path, { read: true });
     this.#counters = prepareForActor(
       this.#db,
       "SELECT total_changes(), changes(), last_insert_rowid()",
@@ -227,8 +251,73 @@ export class ActorDatabase {
     ).run(key, value);
   }
 
+  /** The database's page size in bytes. */
+  get pageSize(): number {
+    this.#pageSize ??= Number(
+      (this.#db.prepare("PRAGMA page_size").get() as { page_size: number }).page_size,
+    );
+    return this.#pageSize;
+  }
+
+  /**
+   * Reads what was committed since the last call out of the `-wal` file,
+   * then checkpoints it into the database file and empties it, so the next
+   * call reads only what comes after. `undefined` when nothing was
+   * committed. Call with no transaction open.
+   */
+  takeCommits(): CommittedPages | undefined {
+    if (this.#db.isTransaction) throw new Error("takeCommits with a transaction open");
+    let wal: Uint8Array;
+    try {
+      wal = Deno.readFileSync(`${this.path}-wal`);
+    } catch (error) {
+      if (error instanceof Deno.errors.NotFound) return undefined;
+      throw error;
+    }
+    if (wal.length <= WAL_HEADER_SIZE) return undefined;
+    const { header, commits } = readWalCommits(wal);
+    if (commits.length === 0) return undefined;
+    const pages = new Map<number, Uint8Array>();
+    for (const commit of commits) for (const page of commit.pages) pages.set(page.pgno, page.data);
+    const commit = commits[commits.length - 1].dbSize;
+    const changed = [...pages]
+      .filter(([pgno]) => pgno <= commit)
+      .sort(([a], [b]) => a - b)
+      .map(([pgno, data]) => ({ pgno, data }));
+    const [busy] = Object.values(
+      this.#db.prepare("PRAGMA wal_checkpoint(TRUNCATE)").get() as Record<string, number>,
+    );
+    if (busy !== 0) throw new Error(`checkpoint of ${this.path} was refused as busy`);
+    this.#pageSize = header.pageSize;
+    return { pageSize: header.pageSize, commit, pages: changed };
+  }
+
+  /**
+   * Reads page `pgno` from the database file; what it holds after the last
+   * {@linkcode takeCommits} (which checkpointed).
+   */
+  readPage(pgno: number): Uint8Array {
+    const size = this.pageSize;
+    const out = new Uint8Array(size);
+    this.#file.seekSync((pgno - 1) * size, Deno.SeekMode.Start);
+    for (let n = 0; n < size;) {
+      const got = this.#file.readSync(out.subarray(n));
+      if (got === null) throw new Error(`${this.path} ends inside page ${pgno}`);
+      n += got;
+    }
+    return out;
+  }
+
+  /** Pages in the database file (after the last checkpoint). */
+  get filePageCount(): number {
+    return this.#file.statSync().size / this.pageSize;
+  }
+
   /** Closes the database, rolling back an open transaction. */
   close(): void {
-    if (this.#db.isOpen) this.#db.close();
+    if (this.#db.isOpen) {
+      this.#db.close();
+      this.#file.close();
+    }
   }
 }

@@ -85,6 +85,21 @@ export class DatabasePool {
     this.#open.delete(path);
   }
 
+  /**
+   * Closes the database at `path` and deletes its files: the next
+   * {@linkcode get} creates it empty.
+   */
+  wipe(path: string): void {
+    this.close(path);
+    for (const file of [path, `${path}-wal`, `${path}.pos`]) {
+      try {
+        Deno.removeSync(file);
+      } catch (error) {
+        if (!(error instanceof Deno.errors.NotFound)) throw error;
+      }
+    }
+  }
+
   /** Closes every database. */
   closeAll(): void {
     for (const { db } of this.#open.values()) db.close();

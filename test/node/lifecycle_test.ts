@@ -118,8 +118,8 @@ for (const abi of ["auto", "jco"]) {
       assert.match(node.logs(), /hello from testbed actor=default\/testbed\/cfg/);
 
       const durable = await fetch(`${actor}/durable`);
-      assert.equal(durable.status, 500);
-      assert.match(await text(durable), /storage\.exec-durable is not available/);
+      assert.equal(durable.status, 200);
+      assert.equal(await text(durable), "ok");
       const call = await fetch(`${actor}/call`);
       assert.equal(call.status, 502);
       assert.match(await text(call), /actors\.call is not available/);

@@ -10,8 +10,15 @@ Deno.test("an event the pool cannot run is answered 500 and leaves no count behi
     run: () => Promise.reject(new Error("no executor")),
     drop: () => {},
   } as unknown as ExecutorPool;
+  let generation = 0n;
+  const holds = {
+    take: () => Promise.resolve({ generation: ++generation }),
+    release: () => Promise.resolve(),
+    stillHolds: () => Promise.resolve(true),
+  };
   const host = new ActorHost(
     failing,
+    holds,
     { maxQueuedEvents: 1, maxResidentActors: 10, idleMs: 60_000 },
     systemClock,
     createLogger({ sink: () => {} }),

@@ -19,6 +19,9 @@ Deno.test("an executor that crashes at start is started again after a growing ba
     logLevel: "error",
     clock: systemClock,
     log: createLogger({ sink: (line) => lines.push(line) }),
+    bucketUrl: `file://${dataDir}/bucket`,
+    nodeId: "test",
+    historyRetentionMs: 0,
     command: () => {
       starts++;
       return { program: Deno.execPath(), args: ["eval", "Deno.exit(3)"] };
@@ -30,7 +33,7 @@ Deno.test("an executor that crashes at start is started again after a growing ba
     // every 100 ms; with it, at 0, 0, 250, 500, 1000 and 2000 ms after each.
     assert.ok(starts >= 3 && starts <= 7, `started ${starts} times in 2.5 s`);
     assert.ok(lines.some((line) => line.includes("keeps crashing at start")), lines.join("\n"));
-    const outcome = await pool.run(0, { tenant: "default", class: "x", name: "y" }, {
+    const outcome = await pool.run(0, { tenant: "default", class: "x", name: "y" }, 1, {
       method: "GET",
       path: "/",
       query: "",
@@ -45,10 +48,10 @@ Deno.test("an executor that crashes at start is started again after a growing ba
   }
 });
 
-const request = (path: string) => ({
+const request = (target: string) => ({
   method: "GET",
-  path,
-  query: "",
+  path: target.split("?")[0],
+  query: target.split("?")[1] ?? "",
   headers: [] as [string, string][],
   body: new Uint8Array(),
 });
@@ -81,6 +84,9 @@ async function testbedPool(
     logLevel: "error",
     clock: systemClock,
     log: createLogger({ sink: (line) => lines.push(line) }),
+    bucketUrl: `file://${dataDir}/bucket`,
+    nodeId: "test",
+    historyRetentionMs: 0,
     ...overrides,
   });
 }
@@ -90,18 +96,52 @@ Deno.test("the looping event gets the 504, not an event that was waking another 
   const lines: string[] = [];
   const pool = await testbedPool(dataDir, lines);
   try {
-    const warm = await pool.run(0, testbed("resident"), request("/rows"));
+    const warm = await pool.run(0, testbed("resident"), 1, request("/rows"));
     assert.equal(warm.kind, "response");
-    // Sent in the same turn: "fresh" wakes (instantiate, on-init) first.
-    const waking = pool.run(0, testbed("fresh"), request("/rows"));
-    const looping = pool.run(0, testbed("resident"), request("/loop"));
-    const fresh = await waking;
-    assert.equal(fresh.kind, "response", JSON.stringify(fresh));
+    // Sent in the same turn: "fresh" wakes first, and its restore waits on
+    // the bucket, so the loop starts meanwhile and the executor is stuck
+    // before the wake can end.
+    const waking = pool.run(0, testbed("fresh"), 1, request("/rows"));
+    const looping = pool.run(0, testbed("resident"), 1, request("/loop"));
     const loop = await looping;
     assert.equal(loop.kind === "failed" && loop.status, 504);
+    const fresh = await waking;
+    assert.equal(fresh.kind === "failed" && fresh.status, 503, JSON.stringify(fresh));
+    assert.match(
+      fresh.kind === "failed" ? fresh.message : "",
+      /executor stopped while this event was under way/,
+    );
     await new Promise((r) => setTimeout(r, 2500));
     // Not sent again to the new executor, where it would loop once more.
     assert.equal(lines.filter((line) => line.includes("replacing its executor")).length, 1);
+  } finally {
+    await pool.close();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
+
+Deno.test("an event waiting on the bucket lets other actors' events run meanwhile", async () => {
+  const dataDir = await Deno.makeTempDir();
+  const pool = await testbedPool(dataDir, []);
+  try {
+    // The durable write waits for its upload; the other actor's events run
+    // meanwhile on the same executor, in order.
+    const durable = pool.run(0, testbed("slow"), 1, request("/durable"));
+    const others = await Promise.all(
+      ["/insert?a", "/insert?b", "/rows"].map((path) =>
+        pool.run(0, testbed("quick"), 1, request(path))
+      ),
+    );
+    const rows = others[2];
+    assert.equal(rows.kind === "response" && new TextDecoder().decode(rows.response.body), "2");
+    const outcome = await durable;
+    // No node answers the hold check in a bare pool: the write landed, but
+    // the executor cannot tell that the node still held the actor.
+    assert.equal(outcome.kind === "response" && outcome.response.status, 500);
+    assert.match(
+      outcome.kind === "response" ? new TextDecoder().decode(outcome.response.body) : "",
+      /no longer held the actor/,
+    );
   } finally {
     await pool.close();
     await Deno.remove(dataDir, { recursive: true });
@@ -112,7 +152,7 @@ Deno.test("closing the pool answers the events still pending", async () => {
   const dataDir = await Deno.makeTempDir();
   const pool = await testbedPool(dataDir, []);
   try {
-    const looping = pool.run(0, testbed("busy"), request("/loop"));
+    const looping = pool.run(0, testbed("busy"), 1, request("/loop"));
     await new Promise((r) => setTimeout(r, 300));
     await pool.close();
     const outcome = await looping;
@@ -132,7 +172,7 @@ Deno.test("an executor started through the CLI's hidden command (as a compiled b
     }),
   });
   try {
-    const outcome = await pool.run(0, testbed("cli"), request("/self"));
+    const outcome = await pool.run(0, testbed("cli"), 1, request("/self"));
     assert.equal(outcome.kind, "response", JSON.stringify(outcome));
     assert.equal(
       outcome.kind === "response" && new TextDecoder().decode(outcome.response.body),
