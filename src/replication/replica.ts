@@ -84,6 +84,8 @@ export class ActorReplica {
     position: ReplicaPosition,
     sums: PageChecksums | undefined,
     lastSnapshotTxid: bigint,
+    /** What the hold's `base` says it started from (an adopted file: empty at 0). */
+    base: ReplicaPosition,
   ) {
     this.#position = position;
     this.#sums = sums;
@@ -94,7 +96,7 @@ export class ActorReplica {
       actor: options.actor,
       nodeId: context.nodeId,
       generation: options.generation,
-      start: position,
+      start: base,
       lastSnapshotTxid,
       schedule: options.schedule,
       onFailure: options.onFailure,
@@ -150,7 +152,19 @@ export class ActorReplica {
         }`,
       );
     }
-    const replica = new ActorReplica(context, options, position, sums, result.snapshotTxid);
+    // An adopted file is not in the history yet: the hold starts from the
+    // empty database at 0, and its first file is the file's snapshot.
+    const base = adopt ? { txid: 0n, checksum: CHECKSUM_FLAG } : position;
+    const replica = new ActorReplica(context, options, position, sums, result.snapshotTxid, base);
+    context.log.info("actor restored", {
+      actor: `${options.actor.tenant}/${options.actor.class}/${options.actor.name}`,
+      outcome: adopt ? "adopted" : result.outcome,
+      txid: result.txid.toString(),
+      snapshot_txid: result.snapshotTxid.toString(),
+      files: result.filesRead,
+      bytes: result.bytesRead,
+      generation: options.generation.toString(),
+    });
     if (adopt) await replica.#adoptLocal(db);
     return replica;
   }
@@ -164,7 +178,7 @@ export class ActorReplica {
     const sums = this.#sums!;
     const pages = [];
     for (let pgno = 1; pgno <= sums.pageCount; pgno++) {
-      pages.push({ pgno, data: db.readPage(pgno) });
+      if (pgno !== lockPgno(sums.pageSize)) pages.push({ pgno, data: db.readPage(pgno) });
     }
     this.#push({
       txid: 1n,
