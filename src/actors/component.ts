@@ -33,20 +33,46 @@ export const ACTOR_EXPORTS: readonly (readonly [wit: string, jco: string])[] = [
 /**
  * Imports and exports that may wait (JSPI): the guest's stack is suspended
  * while the host awaits, so a durable write or a call does not block the
- * executor's other actors.
+ * executor's other actors. jco matches imports by exact
+ * `interface@version#function` name (no wildcards) and exports by name.
  */
-const ASYNC_IMPORTS = [
+export const ASYNC_IMPORTS: readonly string[] = [
   "wasmkeep:actor/storage@0.1.0#exec-durable",
   "wasmkeep:actor/storage@0.1.0#delete-self",
   "wasmkeep:actor/actors@0.1.0#call",
 ];
 const ASYNC_EXPORTS = ACTOR_EXPORTS.map(([wit]) => wit);
 
+type TranspileOptions = NonNullable<Parameters<typeof Transpile>[1]>;
+
+/**
+ * jco 1.35's `transpile` (through `@bytecodealliance/jco-transpile`) turns
+ * JSPI on only for `asyncMode: "jspi"` with the flat `asyncImports` and
+ * `asyncExports` lists: it silently drops an `asyncMode` given in
+ * js-component-bindgen's own `{ tag: "jspi", val: { imports, exports } }`
+ * shape, and the glue is then synchronous (an async import's promise is
+ * taken for its result). Typed against jco's options so such a mistake does
+ * not compile. `noTypescript` is jco's spelling and is ignored by
+ * jco-transpile, which reads `emitTypescriptDeclarations`. A new object each
+ * time, since jco fills in the options it is given.
+ */
+function transpileOptions(): TranspileOptions & { emitTypescriptDeclarations: boolean } {
+  return {
+    name: "actor",
+    instantiation: "async",
+    asyncMode: "jspi",
+    asyncImports: [...ASYNC_IMPORTS],
+    asyncExports: [...ASYNC_EXPORTS],
+    noTypescript: true,
+    emitTypescriptDeclarations: false,
+  };
+}
+
 /**
  * Changes whenever the transpile options or the jco version change, so a
  * cache written by another build is not reused.
  */
-const TRANSPILE_VERSION = "jco-1.35.0-jspi-2";
+const TRANSPILE_VERSION = "jco-1.35.0-jspi-3";
 
 /**
  * jco 1.35's glue calls `_debugLog` about a hundred times per event, and
@@ -204,15 +230,7 @@ export async function loadComponent(
   const { transpile } = await import("@bytecodealliance/jco");
   let output: Awaited<ReturnType<typeof Transpile>>;
   try {
-    output = await transpile(
-      bytes,
-      {
-        name: "actor",
-        instantiation: { tag: "async" },
-        asyncMode: { tag: "jspi", val: { imports: ASYNC_IMPORTS, exports: ASYNC_EXPORTS } },
-        noTypescript: true,
-      } as unknown as Parameters<typeof Transpile>[1],
-    );
+    output = await transpile(bytes, transpileOptions());
   } catch (error) {
     throw new ComponentError(
       path,
