@@ -17,6 +17,8 @@ export interface NodeProcess {
   stop(): Promise<Deno.CommandStatus>;
   /** Kills it at once (SIGKILL). */
   kill(): Promise<Deno.CommandStatus>;
+  /** Kills it and its executors at once (SIGKILL), as a lost machine. */
+  killTree(): Promise<Deno.CommandStatus>;
 }
 
 /** The repository root, for paths of examples and fixtures. */
@@ -60,9 +62,13 @@ export async function runWasmkeep(
  * await node.stop();
  * ```
  */
-export async function startNode(args: string[]): Promise<NodeProcess> {
+export async function startNode(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<NodeProcess> {
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", MAIN, "serve", "--listen", "127.0.0.1:0", ...args],
+    env,
     stdout: "null",
     stderr: "piped",
   }).spawn();
@@ -111,6 +117,16 @@ export async function startNode(args: string[]): Promise<NodeProcess> {
     logs: () => text,
     stop: () => finish("SIGTERM"),
     kill: () => finish("SIGKILL"),
+    killTree: () => {
+      for (const pid of descendants(child.pid)) {
+        try {
+          Deno.kill(pid, "SIGKILL");
+        } catch {
+          // Exited already.
+        }
+      }
+      return finish("SIGKILL");
+    },
   };
 }
 
@@ -119,6 +135,30 @@ export async function metric(url: string, name: string): Promise<number | undefi
   const text = await (await fetch(`${url}/_wasmkeep/metrics`)).text();
   const line = text.split("\n").find((l) => l.startsWith(name + " ") || l.startsWith(name + "{"));
   return line === undefined ? undefined : Number(line.split(" ").pop());
+}
+
+/** The processes descended from `pid`, read from /proc. */
+function descendants(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    try {
+      const text = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
+      const ppid = Number(text.slice(text.lastIndexOf(")") + 2).split(" ")[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry.name)]);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  const found: number[] = [];
+  const walk = (parent: number) => {
+    for (const child of children.get(parent) ?? []) {
+      found.push(child);
+      walk(child);
+    }
+  };
+  walk(pid);
+  return found;
 }
 
 /**
