@@ -11,7 +11,7 @@
  * @module
  */
 
-import { decodePlain, encodePlain, MessageTooLarge, type Plain } from "./codec.ts";
+import { decodePlainAt, encodePlainAt, MessageTooLarge, type Plain } from "./codec.ts";
 
 /** Largest message either side sends; a larger one fails its event instead. */
 export const MAX_FRAME_BYTES = 64 * 1024 * 1024;
@@ -29,6 +29,13 @@ const MAX_SPARE_BYTES = 1024 * 1024;
  * together. Messages are encoded straight into the batch's buffer; two
  * buffers take turns, one filling while the other is written.
  *
+ * A batch is written at the next microtask checkpoint, not at the end of
+ * the task (`setImmediate`): an executor that answered an event must not
+ * hold the answer back while it runs the next one, which may run long
+ * (tried: the answers of a read's worth of events then went out in one
+ * write, but an event that looped kept the answer of the one before it, and
+ * that one got the 504).
+ *
  * @example
  * ```ts ignore
  * const sender = new FrameSender(conn);
@@ -43,6 +50,7 @@ export class FrameSender {
   #writing: Promise<void> = Promise.resolve();
   #scheduled = false;
   #broken = false;
+  readonly #flushNow = () => this.#flush();
 
   constructor(conn: Deno.Conn) {
     this.#conn = conn;
@@ -58,11 +66,13 @@ export class FrameSender {
     while (true) {
       const room = Math.min(this.#batch.length - this.#used - 4, MAX_FRAME_BYTES);
       try {
-        const length = encodePlain(
-          message,
-          this.#batch.subarray(this.#used + 4, this.#used + 4 + room),
-        );
-        new DataView(this.#batch.buffer).setUint32(this.#used, length, true);
+        const length = encodePlainAt(message, this.#batch, this.#used + 4, room);
+        const batch = this.#batch;
+        const at = this.#used;
+        batch[at] = length;
+        batch[at + 1] = length >>> 8;
+        batch[at + 2] = length >>> 16;
+        batch[at + 3] = length >>> 24;
         this.#used += 4 + length;
         break;
       } catch (error) {
@@ -76,11 +86,12 @@ export class FrameSender {
     }
     if (!this.#scheduled) {
       this.#scheduled = true;
-      queueMicrotask(() => this.#flush());
+      queueMicrotask(this.#flushNow);
     }
   }
 
   #flush() {
+    if (!this.#scheduled) return;
     this.#scheduled = false;
     const full = this.#batch;
     const batch = full.subarray(0, this.#used);
@@ -99,52 +110,109 @@ export class FrameSender {
 
   /** Resolves once everything queued so far is written (or the connection broke). */
   async drain(): Promise<void> {
-    if (this.#scheduled) this.#flush();
+    this.#flush();
     await this.#writing;
   }
 }
 
+const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
+
 /**
- * Reads messages from a connection until it closes.
+ * Reads messages from a connection until it closes. A message already read
+ * is handed over at once (one promise, not an async generator's several).
  *
  * @example
  * ```ts ignore
  * for await (const message of readFrames(conn)) console.log(message);
  * ```
  */
-export async function* readFrames(conn: Deno.Conn): AsyncGenerator<Plain> {
+export function readFrames(conn: Deno.Conn): AsyncIterableIterator<Plain> {
+  return new FrameReader(conn);
+}
+
+class FrameReader implements AsyncIterableIterator<Plain> {
+  readonly #conn: Deno.Conn;
   // Bytes are read into one buffer, grown only for a frame larger than it;
   // each frame is decoded once it is whole.
-  let buffer = new Uint8Array(READ_BYTES);
-  let start = 0;
-  let end = 0;
-  while (true) {
-    if (buffer.length - end < READ_BYTES / 4) {
-      const needed = frameLength(buffer, start, end);
-      const size = Math.max(READ_BYTES, needed === undefined ? 0 : needed + 4, (end - start) * 2);
-      const next = size > buffer.length ? new Uint8Array(size) : buffer;
-      next.set(buffer.subarray(start, end), 0);
-      buffer = next;
-      end -= start;
-      start = 0;
+  #buffer = new Uint8Array(READ_BYTES);
+  #start = 0;
+  #end = 0;
+  #done = false;
+
+  constructor(conn: Deno.Conn) {
+    this.#conn = conn;
+  }
+
+  [Symbol.asyncIterator](): AsyncIterableIterator<Plain> {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<Plain>> {
+    if (this.#done) return Promise.resolve(DONE);
+    try {
+      const length = this.#whole();
+      if (length >= 0) return Promise.resolve({ done: false, value: this.#take(length) });
+    } catch (error) {
+      this.#done = true;
+      return Promise.reject(error);
     }
-    const read = await conn.read(buffer.subarray(end));
-    if (read === null) return;
-    end += read;
-    while (true) {
-      const length = frameLength(buffer, start, end);
-      if (length === undefined || end - start - 4 < length) break;
-      const message = decodePlain(buffer.subarray(start + 4, start + 4 + length));
-      start += 4 + length;
-      yield message;
+    return this.#read();
+  }
+
+  return(): Promise<IteratorResult<Plain>> {
+    this.#done = true;
+    return Promise.resolve(DONE);
+  }
+
+  /** The length of the next frame if it is whole in the buffer, else -1. */
+  #whole(): number {
+    const length = frameLength(this.#buffer, this.#start, this.#end);
+    return length !== undefined && this.#end - this.#start - 4 >= length ? length : -1;
+  }
+
+  #take(length: number): Plain {
+    const at = this.#start + 4;
+    this.#start = at + length;
+    if (this.#start === this.#end) this.#start = this.#end = 0;
+    return decodePlainAt(this.#buffer, at, at + length);
+  }
+
+  async #read(): Promise<IteratorResult<Plain>> {
+    try {
+      while (true) {
+        if (this.#buffer.length - this.#end < READ_BYTES / 4) {
+          const needed = frameLength(this.#buffer, this.#start, this.#end);
+          const size = Math.max(
+            READ_BYTES,
+            needed === undefined ? 0 : needed + 4,
+            (this.#end - this.#start) * 2,
+          );
+          const next = size > this.#buffer.length ? new Uint8Array(size) : this.#buffer;
+          next.set(this.#buffer.subarray(this.#start, this.#end), 0);
+          this.#buffer = next;
+          this.#end -= this.#start;
+          this.#start = 0;
+        }
+        const read = await this.#conn.read(this.#buffer.subarray(this.#end));
+        if (read === null) {
+          this.#done = true;
+          return DONE;
+        }
+        this.#end += read;
+        const length = this.#whole();
+        if (length >= 0) return { done: false, value: this.#take(length) };
+      }
+    } catch (error) {
+      this.#done = true;
+      throw error;
     }
-    if (start === end) start = end = 0;
   }
 }
 
 function frameLength(buffer: Uint8Array, start: number, end: number): number | undefined {
   if (end - start < 4) return undefined;
-  const length = new DataView(buffer.buffer, buffer.byteOffset + start).getUint32(0, true);
+  const length = (buffer[start] | (buffer[start + 1] << 8) | (buffer[start + 2] << 16) |
+    (buffer[start + 3] << 24)) >>> 0;
   if (length > MAX_FRAME_BYTES) throw new Error(`a frame of ${length} bytes is over the limit`);
   return length;
 }

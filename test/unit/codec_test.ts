@@ -1,5 +1,14 @@
 import assert from "node:assert/strict";
-import { decodePlain, encodePlain, MessageTooLarge, type Plain } from "../../src/actors/codec.ts";
+import {
+  asciiText,
+  decodePlain,
+  decodePlainAt,
+  encodePlain,
+  encodePlainAt,
+  MAX_ASCII_TEXT,
+  MessageTooLarge,
+  type Plain,
+} from "../../src/actors/codec.ts";
 
 Deno.test("the codec round-trips every kind of value", () => {
   const value: Plain = {
@@ -47,4 +56,42 @@ Deno.test("a message larger than its buffer is refused, not truncated", () => {
   assert.throws(() => encodePlain("x".repeat(100), new Uint8Array(50)), MessageTooLarge);
   assert.throws(() => encodePlain(new Uint8Array(60), new Uint8Array(50)), MessageTooLarge);
   assert.throws(() => decodePlain(new Uint8Array([42])), /unknown tag 42/);
+});
+
+Deno.test("recently decoded strings are reused only for the same bytes", () => {
+  const bytes = (text: string) => new TextEncoder().encode(text);
+  // Many distinct strings, so slots are shared and overwritten.
+  const texts = Array.from({ length: 20_000 }, (_, i) => `k${i}`);
+  for (let round = 0; round < 2; round++) {
+    for (const text of texts) assert.equal(asciiText(bytes(text), 0, text.length), text);
+  }
+  const long = "s".repeat(MAX_ASCII_TEXT);
+  assert.equal(asciiText(bytes(long), 0, long.length), long);
+  assert.equal(asciiText(bytes(long + "s"), 0, long.length + 1), undefined);
+  assert.equal(asciiText(bytes("é"), 0, 2), undefined);
+  assert.equal(asciiText(bytes("xhostx"), 1, 4), "host");
+  assert.equal(asciiText(bytes(""), 0, 0), "");
+});
+
+Deno.test("values are written and read at an offset of a larger buffer", () => {
+  const buffer = new Uint8Array(4096).fill(0xee);
+  const values: Plain[] = [
+    { type: "event", seq: 7, body: new Uint8Array(64).fill(1) },
+    { big: new Uint8Array(65).fill(2), n: -3n, x: 0.5, list: ["a", "é", ""] },
+  ];
+  let at = 10;
+  const spans: [number, number][] = [];
+  for (const value of values) {
+    const length = encodePlainAt(value, buffer, at, buffer.length - at);
+    spans.push([at, at + length]);
+    at += length + 3;
+  }
+  values.forEach((value, i) => assert.deepEqual(decodePlainAt(buffer, ...spans[i]), value));
+  assert.throws(() => encodePlainAt("x".repeat(40), buffer, 3000, 20), MessageTooLarge);
+  // A truncated message is refused, not read past its end.
+  const [start, end] = spans[1];
+  assert.throws(() => decodePlainAt(buffer, start, end - 1), RangeError);
+  const bytes = decodePlainAt(buffer, ...spans[0]) as { body: Uint8Array };
+  buffer.fill(0);
+  assert.deepEqual(bytes.body, new Uint8Array(64).fill(1), "byte arrays are copied out");
 });

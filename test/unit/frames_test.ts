@@ -41,3 +41,35 @@ Deno.test("frames cross a socket in order, small and large, batched or not", asy
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("a frame over the limit, or a connection closed mid-frame, ends the reading", async () => {
+  const dir = await Deno.makeTempDir();
+  const listener = Deno.listen({ transport: "unix", path: `${dir}/s.sock` });
+  try {
+    for (
+      const [bytes, outcome] of [[[0xff, 0xff, 0xff, 0xff], "throws"], [
+        [9, 0, 0, 0, 1],
+        "ends",
+      ]] as const
+    ) {
+      const client = await Deno.connect({ transport: "unix", path: `${dir}/s.sock` });
+      const server = await listener.accept();
+      const sender = new FrameSender(client);
+      sender.send({ seq: 1 });
+      await sender.drain();
+      await client.write(new Uint8Array(bytes));
+      client.close();
+      const seen: unknown[] = [];
+      const reading = (async () => {
+        for await (const frame of readFrames(server)) seen.push(frame);
+      })();
+      if (outcome === "throws") await assert.rejects(reading, /over the limit/);
+      else await reading;
+      assert.deepEqual(seen, [{ seq: 1 }]);
+      server.close();
+    }
+  } finally {
+    listener.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
