@@ -16,6 +16,7 @@
 import type { CoreInterface, CoreSignature } from "./core_signatures.ts";
 import type { ActorRequest, ActorResponse } from "../protocol.ts";
 import type { ExecResult, SqlError, SqlValue } from "../../sqlite/actor_database.ts";
+import { asciiText } from "../codec.ts";
 
 /** The package version of the world these bindings implement. */
 const VERSION = "@0.1.0";
@@ -130,21 +131,39 @@ const utf8Strict = new TextDecoder("utf-8", { fatal: true });
 
 type Realloc = (old: number, oldSize: number, align: number, size: number) => number;
 
-/** The guest's memory, with views renewed whenever the memory grew. */
+/** Byte arrays up to this length are copied out of the guest in JavaScript. */
+const SMALL_COPY = 64;
+
+/**
+ * The guest's memory. The views are made again only once the memory grew:
+ * growing a (non-shared) memory detaches its old buffer, which then reads
+ * as 0 bytes long. (Reading `memory.buffer` is a call into V8's C++ side,
+ * and it was read a few dozen times per event.)
+ */
 class Guest {
   #buffer: ArrayBufferLike | undefined;
-  #view!: DataView;
-  #bytes!: Uint8Array;
+  #view: DataView = new DataView(new ArrayBuffer(0));
+  #bytes: Uint8Array = new Uint8Array(0);
+  /** A shared memory grows without detaching: its buffer is checked each time. */
+  #shared = false;
   memory!: WebAssembly.Memory;
   realloc!: Realloc;
+  /** The length in bytes of the string {@linkcode lowerString} wrote last. */
+  lowered = 0;
+
+  attach(memory: WebAssembly.Memory, realloc: Realloc) {
+    this.memory = memory;
+    this.realloc = realloc;
+    this.#shared = !(memory.buffer instanceof ArrayBuffer);
+  }
 
   get view(): DataView {
-    this.#refresh();
+    if (this.#bytes.byteLength === 0 || this.#shared) this.#refresh();
     return this.#view;
   }
 
   get bytes(): Uint8Array {
-    this.#refresh();
+    if (this.#bytes.byteLength === 0 || this.#shared) this.#refresh();
     return this.#bytes;
   }
 
@@ -159,18 +178,29 @@ class Guest {
 
   string(ptr: number, len: number): string {
     const start = ptr >>> 0;
-    return utf8Strict.decode(this.bytes.subarray(start, checkedEnd(this.bytes, start, len >>> 0)));
+    const length = len >>> 0;
+    const bytes = this.bytes;
+    const end = checkedEnd(bytes, start, length);
+    // Valid UTF-8 whenever it is ASCII, so the strict decoder would agree.
+    return asciiText(bytes, start, length) ?? utf8Strict.decode(bytes.subarray(start, end));
   }
 
   copy(ptr: number, len: number): Uint8Array {
     const start = ptr >>> 0;
-    return this.bytes.slice(start, checkedEnd(this.bytes, start, len >>> 0));
+    const length = len >>> 0;
+    const bytes = this.bytes;
+    const end = checkedEnd(bytes, start, length);
+    if (length > SMALL_COPY) return bytes.slice(start, end);
+    // V8 keeps a small array in its heap; slice() would allocate outside it.
+    const copy = new Uint8Array(length);
+    for (let i = 0; i < length; i++) copy[i] = bytes[start + i];
+    return copy;
   }
 
   alloc(align: number, size: number): number {
     if (size === 0) return align;
     const ptr = this.realloc(0, 0, align, size) >>> 0;
-    if (ptr % align !== 0 || ptr + size > this.memory.buffer.byteLength) {
+    if (ptr % align !== 0 || ptr + size > this.bytes.byteLength) {
       throw new Error(`cabi_realloc returned a bad pointer ${ptr} for ${size} bytes`);
     }
     return ptr;
@@ -183,7 +213,42 @@ class Guest {
     return ptr;
   }
 
-  /** Writes a string or byte list as (ptr, len) at `at`. */
+  /**
+   * Copies `text` into fresh guest memory as UTF-8; returns the pointer and
+   * leaves the length in {@linkcode lowered}. An ASCII string is written as
+   * it is, without encoding it first (the same bytes, and the same one
+   * realloc call).
+   */
+  lowerString(text: string): number {
+    const length = text.length;
+    let ascii = true;
+    for (let i = 0; i < length; i++) {
+      if (text.charCodeAt(i) >= 0x80) {
+        ascii = false;
+        break;
+      }
+    }
+    if (!ascii) {
+      const encoded = utf8.encode(text);
+      this.lowered = encoded.length;
+      return this.put(encoded);
+    }
+    const ptr = this.alloc(1, length);
+    const bytes = this.bytes;
+    for (let i = 0; i < length; i++) bytes[ptr + i] = text.charCodeAt(i);
+    this.lowered = length;
+    return ptr;
+  }
+
+  /** Writes a string as (ptr, len) at `at`. */
+  putString(at: number, text: string) {
+    const ptr = this.lowerString(text);
+    const view = this.view;
+    view.setUint32(at, ptr, true);
+    view.setUint32(at + 4, this.lowered, true);
+  }
+
+  /** Writes a byte list as (ptr, len) at `at`. */
   putList(at: number, bytes: Uint8Array) {
     const ptr = this.put(bytes);
     const view = this.view;
@@ -191,14 +256,14 @@ class Guest {
     view.setUint32(at + 4, bytes.length, true);
   }
 
-  /** Lowers a list of (name, value) pairs; returns (ptr, len). */
-  putHeaders(headers: [string, string][]): [number, number] {
+  /** Lowers a list of (name, value) pairs; returns the pointer (the length is the pairs'). */
+  putHeaders(headers: [string, string][]): number {
     const ptr = this.alloc(4, headers.length * 16);
-    headers.forEach(([name, value], i) => {
-      this.putList(ptr + i * 16, utf8.encode(name));
-      this.putList(ptr + i * 16 + 8, utf8.encode(value));
-    });
-    return [ptr, headers.length];
+    for (let i = 0; i < headers.length; i++) {
+      this.putString(ptr + i * 16, headers[i][0]);
+      this.putString(ptr + i * 16 + 8, headers[i][1]);
+    }
+    return ptr;
   }
 
   headers(ptr: number, len: number): [string, string][] {
@@ -207,10 +272,9 @@ class Guest {
     for (let i = 0; i < count; i++) {
       const at = start + i * 16;
       const view = this.view;
-      headers.push([
-        this.string(view.getUint32(at, true), view.getUint32(at + 4, true)),
-        this.string(view.getUint32(at + 8, true), view.getUint32(at + 12, true)),
-      ]);
+      const name = this.string(view.getUint32(at, true), view.getUint32(at + 4, true));
+      const value = this.string(view.getUint32(at + 8, true), view.getUint32(at + 12, true));
+      headers.push([name, value]);
     }
     return headers;
   }
@@ -313,10 +377,8 @@ function readValues(guest: Guest, ptr: number, len: number): SqlValue[] {
 
 function writeValue(guest: Guest, at: number, value: SqlValue) {
   // Payload first: allocating may grow memory, which renews the view.
-  if (value.tag === "text" || value.tag === "blob") {
-    const bytes = value.tag === "text" ? utf8.encode(value.val) : value.val;
-    guest.putList(at + 8, bytes);
-  }
+  if (value.tag === "text") guest.putString(at + 8, value.val);
+  else if (value.tag === "blob") guest.putList(at + 8, value.val);
   const view = guest.view;
   switch (value.tag) {
     case "null":
@@ -342,15 +404,18 @@ function writeValue(guest: Guest, at: number, value: SqlValue) {
 /** result<exec-result, sql-error> at `ret`: tag at 0, payload at 8. */
 function writeExecResult(guest: Guest, ret: number, result: ExecResult) {
   const columns = guest.alloc(4, result.columns.length * 8);
-  result.columns.forEach((name, i) => guest.putList(columns + i * 8, utf8.encode(name)));
+  for (let i = 0; i < result.columns.length; i++) {
+    guest.putString(columns + i * 8, result.columns[i]);
+  }
   const rows = guest.alloc(4, result.rows.length * 8);
-  result.rows.forEach((row, i) => {
+  for (let i = 0; i < result.rows.length; i++) {
+    const row = result.rows[i];
     const values = guest.alloc(8, row.length * 16);
-    row.forEach((value, j) => writeValue(guest, values + j * 16, value));
+    for (let j = 0; j < row.length; j++) writeValue(guest, values + j * 16, row[j]);
     const view = guest.view;
     view.setUint32(rows + i * 8, values, true);
     view.setUint32(rows + i * 8 + 4, row.length, true);
-  });
+  }
   const view = guest.view;
   view.setUint8(ret, 0);
   view.setUint32(ret + 8, columns, true);
@@ -364,8 +429,8 @@ function writeExecResult(guest: Guest, ret: number, result: ExecResult) {
 /** A sql-error record at `at`. */
 function writeSqlError(guest: Guest, at: number, payload: unknown) {
   const error = payload as SqlError;
-  guest.putList(at, utf8.encode(error.code));
-  guest.putList(at + 8, utf8.encode(error.message));
+  guest.putString(at, String(error.code));
+  guest.putString(at + 8, String(error.message));
 }
 
 /** result<_, string> at `ret`: tag at 0, string at 4. */
@@ -374,7 +439,7 @@ function writeUnitResult(guest: Guest, ret: number, err?: string) {
     guest.view.setUint8(ret, 0);
     return;
   }
-  guest.putList(ret + 4, utf8.encode(err));
+  guest.putString(ret + 4, err);
   guest.view.setUint8(ret, 1);
 }
 
@@ -389,17 +454,20 @@ function readRequest(guest: Guest, a: number[]): ActorRequest {
 }
 
 function coreImports(guest: Guest, host: ActorImports): WebAssembly.Imports {
+  // withErr spelled out: three closures per statement cost more than the rest of the lowering.
   const exec = (sqlPtr: number, sqlLen: number, ptr: number, len: number, ret: number) => {
     const sql = guest.string(sqlPtr, sqlLen);
     const params = readValues(guest, ptr, len);
-    withErr(
-      () => host.exec(sql, params),
-      (result) => writeExecResult(guest, ret, result),
-      (payload) => {
-        writeSqlError(guest, ret + 8, payload);
-        guest.view.setUint8(ret, 1);
-      },
-    );
+    let result: ExecResult;
+    try {
+      result = host.exec(sql, params);
+    } catch (error) {
+      if (!(error instanceof GuestError)) throw error;
+      writeSqlError(guest, ret + 8, error.payload);
+      guest.view.setUint8(ret, 1);
+      return;
+    }
+    writeExecResult(guest, ret, result);
   };
   const execDurable = (sqlPtr: number, sqlLen: number, ptr: number, len: number, ret: number) => {
     const sql = guest.string(sqlPtr, sqlLen);
@@ -434,9 +502,9 @@ function coreImports(guest: Guest, host: ActorImports): WebAssembly.Imports {
     [`wasmkeep:actor/actors${VERSION}`]: {
       self: (ret: number) => {
         const id = host.self();
-        guest.putList(ret, utf8.encode(id.tenant));
-        guest.putList(ret + 8, utf8.encode(id.class));
-        guest.putList(ret + 16, utf8.encode(id.name));
+        guest.putString(ret, id.tenant);
+        guest.putString(ret + 8, id.class);
+        guest.putString(ret + 16, id.name);
       },
       call: new JSPI.Suspending((...args: number[]) => {
         const ret = args[14];
@@ -444,7 +512,8 @@ function coreImports(guest: Guest, host: ActorImports): WebAssembly.Imports {
         const name = guest.string(args[2], args[3]);
         const request = readRequest(guest, args.slice(4, 14));
         return withErrWaiting(() => host.call(className, name, request), (response) => {
-          const [headers, count] = guest.putHeaders(response.headers);
+          const headers = guest.putHeaders(response.headers);
+          const count = response.headers.length;
           guest.putList(ret + 16, response.body);
           const view = guest.view;
           view.setUint8(ret, 0);
@@ -495,7 +564,7 @@ function coreImports(guest: Guest, host: ActorImports): WebAssembly.Imports {
           guest.view.setUint8(ret, 0);
           return;
         }
-        guest.putList(ret + 4, utf8.encode(value));
+        guest.putString(ret + 4, value);
         guest.view.setUint8(ret, 1);
       },
     },
@@ -535,8 +604,9 @@ export function instantiateDirect(
   const guest = new Guest();
   const instance = new WebAssembly.Instance(module, coreImports(guest, host));
   const exports = instance.exports as unknown as MainExports;
-  guest.memory = exports.memory;
-  guest.realloc = exports.cabi_realloc;
+  guest.attach(exports.memory, exports.cabi_realloc);
+  const postOnInit = exports["cabi_post_on-init"];
+  const postOnRequest = exports["cabi_post_on-request"];
   // Promising exports run on a stack of their own, which an import that
   // waits (exec-durable, delete-self, call) can suspend.
   const onInit = JSPI.promising(exports["on-init"]);
@@ -552,27 +622,28 @@ export function instantiateDirect(
       const message = failed
         ? guest.string(view.getUint32(ret + 4, true), view.getUint32(ret + 8, true))
         : "";
-      exports["cabi_post_on-init"]?.(ret);
+      postOnInit?.(ret);
       if (failed) throw Object.assign(new Error(message), { payload: message });
     },
     async onRequest(request: ActorRequest): Promise<ActorResponse> {
-      const method = utf8.encode(request.method);
-      const path = utf8.encode(request.path);
-      const query = utf8.encode(request.query);
-      const methodPtr = guest.put(method);
-      const pathPtr = guest.put(path);
-      const queryPtr = guest.put(query);
-      const [headersPtr, headerCount] = guest.putHeaders(request.headers);
+      // Lowered in the order jco's glue uses: method, path, query, headers, body.
+      const methodPtr = guest.lowerString(request.method);
+      const methodLength = guest.lowered;
+      const pathPtr = guest.lowerString(request.path);
+      const pathLength = guest.lowered;
+      const queryPtr = guest.lowerString(request.query);
+      const queryLength = guest.lowered;
+      const headersPtr = guest.putHeaders(request.headers);
       const bodyPtr = guest.put(request.body);
       const ret = (await onRequest(
         methodPtr,
-        method.length,
+        methodLength,
         pathPtr,
-        path.length,
+        pathLength,
         queryPtr,
-        query.length,
+        queryLength,
         headersPtr,
-        headerCount,
+        request.headers.length,
         bodyPtr,
         request.body.length,
       )) >>> 0;
@@ -582,7 +653,7 @@ export function instantiateDirect(
         headers: guest.headers(view.getUint32(ret + 4, true), view.getUint32(ret + 8, true)),
         body: guest.copy(view.getUint32(ret + 12, true), view.getUint32(ret + 16, true)),
       };
-      exports["cabi_post_on-request"]?.(ret);
+      postOnRequest?.(ret);
       return response;
     },
   };
