@@ -245,6 +245,10 @@ export class ActorReplica {
       .then(({ deleted, failed }) => {
         if (deleted) count("wasmkeep_history_collected_total", deleted);
         if (failed) count("wasmkeep_history_collect_failures_total", failed);
+      }, (error) => {
+        // The history stays until the actor's next snapshot collects it.
+        count("wasmkeep_history_collect_failures_total");
+        this.context.log.warn("history erasure after a delete failed", { error: String(error) });
       });
   }
 

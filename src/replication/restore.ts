@@ -308,7 +308,10 @@ export async function restoreActor(options: RestoreOptions): Promise<RestoreResu
   for (const key of history.ignored) log?.warn("restore: key of no known shape ignored", { key });
 
   const session = new ReadSession(bucket, clock, limiter, signal);
-  const noHistory = history.generations.length === 0 && !history.deleted;
+  // Bases alone (an owner that took the actor and never got a file into the
+  // bucket, an adoption whose snapshot failed among them) are no history
+  // either: nothing was ever written, so a local file is still the one to keep.
+  const noHistory = history.files.length === 0 && !history.deleted;
   const run = new RestoreRun(session, path, partial, noHistory);
   try {
     let deleted;

@@ -200,6 +200,12 @@ export class ActorUploader {
     } else {
       const snapshot = this.#fromEmpty;
       this.#fromEmpty = false;
+      if (snapshot) {
+        // This file is the snapshot at its TXID from now on: a periodic one
+        // before it lands would take the same key.
+        this.#uploadsSinceSnapshot = 0;
+        this.#schedule = { failures: 0, lastTryAt: 0, txidAtLastTry: 0n };
+      }
       this.#jobs.push({
         kind: "file",
         file: {

@@ -478,9 +478,7 @@ Deno.test("replica: a periodic snapshot after 64 uploads starts history collecti
 
 Deno.test({
   name:
-    "replica: an actor restored after a delete at TXID 64 or later survives a periodic snapshot asked for while its first file is in flight " +
-    "(ignored: BUG, the same as the uploader's: the periodic snapshot 1-N collides with the first file after the delete, also 1-N, and the actor is given up)",
-  ignore: true,
+    "replica: an actor restored after a delete at TXID 64 or later survives a periodic snapshot asked for while its first file is in flight",
   fn: async () => {
     const w = new World();
     try {
@@ -512,9 +510,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "replica: a delete whose history erasure cannot list the bucket counts a collection failure and leaves no unhandled rejection " +
-    "(ignored: BUG, recordDelete() chains eraseHistory() with .then() and no rejection handler, so a LIST the bucket refuses crashes the process)",
-  ignore: true,
+    "replica: a delete whose history erasure cannot list the bucket counts a collection failure and leaves no unhandled rejection",
   fn: async () => {
     const clock = new FakeClock();
     const w = new World({ memory: new MemoryBucket({ clock }), clock });

@@ -326,10 +326,12 @@ Deno.test("restore: with no history at all the local file is left for the caller
     Deno.writeFileSync(w.path, new Uint8Array([4]));
     assert.equal((await w.restore()).outcome, "empty");
     assert.deepEqual(Deno.readFileSync(w.path), new Uint8Array([4]));
-    // A base at TXID 0 is history: the owner that wrote it found the database empty.
+    // Bases alone are no history: nothing was ever written (an adoption
+    // whose snapshot failed leaves one), so the local file is still kept.
     await putBase(w.bucket, 1n, 0n, CHECKSUM_FLAG);
     assert.equal((await w.restore()).outcome, "empty");
-    assert.deepEqual(w.leftovers(), ["lobby.db.replaced"]);
+    assert.deepEqual(Deno.readFileSync(w.path), new Uint8Array([4]));
+    assert.deepEqual(w.leftovers(), ["lobby.db"]);
   } finally {
     w.close();
   }
