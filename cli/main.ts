@@ -6,6 +6,7 @@
 
 import { UsageError } from "./args.ts";
 import { SERVE_HELP, serveCommand } from "./serve.ts";
+import { CLUSTER_HELP, clusterCommand } from "./cluster.ts";
 import { runExecutor } from "../src/actors/executor_main.ts";
 import { VERSION } from "../src/version.ts";
 import { ComponentError } from "../src/actors/component.ts";
@@ -19,6 +20,7 @@ Usage: wasmkeep <command> [flags]
 
 Commands:
   serve      run a node (wasmkeep serve --help)
+  cluster    check a cluster, fence or forget a node (wasmkeep cluster --help)
   version    print the version
   help       show this help
 
@@ -28,6 +30,7 @@ Example:
 
 const COMMAND_HELP: Record<string, string> = {
   serve: SERVE_HELP,
+  cluster: CLUSTER_HELP,
   version: "Usage: wasmkeep version\n\nPrints the WasmKeep version.",
 };
 
@@ -66,6 +69,8 @@ export async function runCli(args: string[], deps: NodeDependencies = {}): Promi
         return 0;
       case "serve":
         return await serveCommand(rest, deps);
+      case "cluster":
+        return await clusterCommand(rest);
       case "__executor":
         // A node's executor process, started by the node itself (how a
         // compiled binary runs its executors): not for people.

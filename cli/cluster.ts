@@ -1,0 +1,274 @@
+/**
+ * `wasmkeep cluster status | fence | forget`: parses their flags and prints
+ * what `src/cluster/status.ts` reads or writes in the bucket.
+ *
+ * @module
+ */
+
+import { type FlagSpec, formatHelp, parseArgs, UsageError } from "./args.ts";
+import { openBucket } from "../src/bucket/open.ts";
+import type { Bucket } from "../src/bucket/bucket.ts";
+import { leaseTiming } from "../src/cluster/lease_timing.ts";
+import {
+  clusterStatusJson,
+  ClusterToolRefusal,
+  fenceNode,
+  type FenceOutcome,
+  forgetNode,
+  formatClusterStatus,
+  formatDuration,
+  isNodeId,
+  readClusterStatus,
+} from "../src/cluster/status.ts";
+
+/** Where the cluster commands print, and the clock they judge ages by (tests replace them). */
+export interface ClusterIo {
+  /** Prints a line (or lines) of the command's output. */
+  stdout(text: string): void;
+  /** Prints an error. */
+  stderr(text: string): void;
+  /** This machine's clock, ms since the epoch; default `Date.now`. */
+  now?: () => number;
+  /** The `AWS_*` variables for `s3://`; default the process's environment. */
+  env?: Record<string, string>;
+}
+
+const consoleIo: ClusterIo = {
+  stdout: (text) => console.log(text),
+  stderr: (text) => console.error(text),
+};
+
+const BUCKET_FLAG: FlagSpec = {
+  name: "bucket",
+  kind: "string",
+  value: "URL",
+  description:
+    "the cluster's bucket: s3://BUCKET[/PREFIX] (with the AWS_* variables) or file://PATH",
+};
+const HELP_FLAG: FlagSpec = { name: "help", kind: "boolean", description: "show this help" };
+
+const STATUS_FLAGS: FlagSpec[] = [
+  BUCKET_FLAG,
+  { name: "json", kind: "boolean", description: "print one JSON object, for scripts" },
+  HELP_FLAG,
+];
+const NODE_FLAGS: FlagSpec[] = [BUCKET_FLAG, HELP_FLAG];
+
+const timing = leaseTiming();
+const fenceAfter = formatDuration(timing.fenceAfterMs);
+const forgetAfter = formatDuration(timing.ttlMs + timing.fenceAfterMs);
+
+/** The help text of `wasmkeep cluster status`. */
+export const CLUSTER_STATUS_HELP: string = formatHelp(
+  "wasmkeep cluster status --bucket URL [--json]",
+  "Lists every node's heartbeat (nodes/<id>) and every app's deployed version, from the bucket\n" +
+    "alone, whether or not any node answers. A node is live if its lease was written within\n" +
+    `${formatDuration(timing.ttlMs)}, measured on this machine's clock (keep it in sync); ` +
+    "fenced and released nodes never are.\n" +
+    "Exits 1 when no node is live (an empty bucket included) or the bucket cannot be read,\n" +
+    "0 otherwise, warnings or not. With --json, node ages are age_ms (negative, with ahead_ms,\n" +
+    "for a lease dated ahead of this clock).",
+  STATUS_FLAGS,
+);
+
+/** The help text of `wasmkeep cluster fence`. */
+export const CLUSTER_FENCE_HELP: string = formatHelp(
+  "wasmkeep cluster fence <node> --bucket URL",
+  "Revokes a node's lease: writes its heartbeat fenced, keeping its other lines and the date of\n" +
+    "its last live write, or writes a fence dated now when it has none. Its process stops at its\n" +
+    `next heartbeat write, and its actors are free ${fenceAfter} after that date. A service manager\n` +
+    "that restarts the process brings it back as a new process: to remove a machine, stop and\n" +
+    "disable its service too, and rotate its bucket credentials.",
+  NODE_FLAGS,
+);
+
+/** The help text of `wasmkeep cluster forget`. */
+export const CLUSTER_FORGET_HELP: string = formatHelp(
+  "wasmkeep cluster forget <node> --bucket URL",
+  "Removes a retired node's heartbeat in the format from before node leases, once it is older\n" +
+    `than ${forgetAfter}. Node leases are never collected: stop the node (a clean stop releases ` +
+    "its\nlease) or fence it instead.",
+  NODE_FLAGS,
+);
+
+/** The help text of `wasmkeep cluster`. */
+export const CLUSTER_HELP: string = `Usage: wasmkeep cluster <command> --bucket URL
+
+Reads or changes the cluster's state in its bucket alone; no node needs to answer.
+
+Commands:
+  status          the nodes, their leases, the deployed apps, and warnings
+  fence <node>    revoke a node's lease (its actors are free ${fenceAfter} after its last write)
+  forget <node>   remove a retired node's heartbeat from before node leases
+
+See wasmkeep cluster <command> --help.`;
+
+const HELP: Record<string, string> = {
+  status: CLUSTER_STATUS_HELP,
+  fence: CLUSTER_FENCE_HELP,
+  forget: CLUSTER_FORGET_HELP,
+};
+
+function bucketUrl(flags: Record<string, unknown>, command: string): string {
+  const url = flags.bucket as string | undefined;
+  if (url === undefined) {
+    throw new UsageError(
+      `${command} needs --bucket URL (s3://BUCKET[/PREFIX] or file://PATH)`,
+    );
+  }
+  if (!/^(s3|file):\/\/./.test(url)) {
+    throw new UsageError(`--bucket must be s3://BUCKET[/PREFIX] or file://PATH, not '${url}'`);
+  }
+  return url;
+}
+
+function nodeArgument(positionals: string[], command: string): string {
+  if (positionals.length === 0) {
+    throw new UsageError(`${command} needs a node id: wasmkeep ${command} <node> --bucket URL`);
+  }
+  if (positionals.length > 1) {
+    throw new UsageError(`${command} takes one node id, got ${positionals.length}`);
+  }
+  const node = positionals[0];
+  if (!isNodeId(node)) {
+    throw new UsageError(
+      `${command}: '${node}' is not a node id (lower-case letters, digits and '-', at most 63)`,
+    );
+  }
+  return node;
+}
+
+function freeLine(outcome: FenceOutcome, since: string): string {
+  const { freeAt, now } = outcome;
+  const when = `${fenceAfter} after ${since}`;
+  return freeAt <= now
+    ? `its actors are free now (since ${formatDuration(now - freeAt)}, ${when})`
+    : `its actors are free at ${new Date(freeAt).toISOString()}, ${when} (in ${
+      formatDuration(freeAt - now)
+    })`;
+}
+
+function describeFence(outcome: FenceOutcome): string[] {
+  const { nodeId, heartbeat, now } = outcome;
+  const key = `nodes/${nodeId}`;
+  switch (outcome.action) {
+    case "fenced": {
+      const age = now - heartbeat.at;
+      const written = age < 0
+        ? `dated ${formatDuration(-age)} ahead of this clock`
+        : `last written ${formatDuration(age)} ago`;
+      return [
+        `fenced node ${nodeId} (${key}; its lease was ${
+          outcome.wasLive ? "live" : "not live"
+        }, ${written}): its process stops at its next heartbeat write`,
+        freeLine(outcome, "its last live write"),
+      ];
+    }
+    case "created":
+      return [
+        outcome.replacedProblem
+          ? `${key} could not be read (${outcome.replacedProblem}): replaced it with a fence dated now`
+          : `no heartbeat for node ${nodeId}: wrote a fence dated now (${key})`,
+        `a process still running with this id stops at its next heartbeat write`,
+        freeLine(outcome, "the fence"),
+      ];
+    case "already-fenced":
+      return [
+        `node ${nodeId} is already fenced (by ${heartbeat.fencedBy ?? "-"}): nothing written`,
+        freeLine(outcome, "its last live write"),
+      ];
+    case "released":
+      return [
+        `node ${nodeId} stopped cleanly (its heartbeat is released): nothing to fence`,
+      ];
+  }
+}
+
+async function withBucket<T>(
+  url: string,
+  io: ClusterIo,
+  work: (bucket: Bucket) => Promise<T>,
+): Promise<T> {
+  const bucket = openBucket(url, io.env ? { env: io.env } : {});
+  try {
+    return await work(bucket);
+  } finally {
+    await bucket.close();
+  }
+}
+
+/**
+ * Runs `wasmkeep cluster ARGS` and returns the exit status: 0, 1 when no node
+ * is live (status), a refusal, or a bucket that cannot be read or written.
+ * Throws {@linkcode UsageError} (exit 2).
+ *
+ * @example
+ * ```ts ignore
+ * Deno.exit(await clusterCommand(["status", "--bucket", "file://.wasmkeep/bucket"]));
+ * ```
+ */
+export async function clusterCommand(args: string[], io: ClusterIo = consoleIo): Promise<number> {
+  const [sub, ...rest] = args;
+  if (sub === undefined) {
+    throw new UsageError(
+      "cluster needs a command: status, fence or forget (see wasmkeep cluster --help)",
+    );
+  }
+  if (sub === "--help" || sub === "-h" || sub === "help") {
+    io.stdout(rest[0] && HELP[rest[0]] ? HELP[rest[0]] : CLUSTER_HELP);
+    return 0;
+  }
+  if (!(sub in HELP)) {
+    throw new UsageError(`unknown command 'cluster ${sub}' (see wasmkeep cluster --help)`);
+  }
+  const command = `cluster ${sub}`;
+  const { flags, positionals } = parseArgs(
+    rest,
+    sub === "status" ? STATUS_FLAGS : NODE_FLAGS,
+    command,
+  );
+  if (flags.help) {
+    io.stdout(HELP[sub]);
+    return 0;
+  }
+  const url = bucketUrl(flags, command);
+  const now = io.now ?? Date.now;
+  if (sub === "status") {
+    if (positionals.length > 0) {
+      throw new UsageError(`cluster status takes no arguments, got '${positionals[0]}'`);
+    }
+    let status;
+    try {
+      status = await withBucket(url, io, (bucket) => readClusterStatus(bucket, url, { now }));
+    } catch (error) {
+      io.stderr(`wasmkeep: cannot read bucket ${url}: ${(error as Error).message}`);
+      return 1;
+    }
+    io.stdout(
+      flags.json ? JSON.stringify(clusterStatusJson(status), null, 2) : formatClusterStatus(status),
+    );
+    return status.summary.live > 0 ? 0 : 1;
+  }
+  const node = nodeArgument(positionals, command);
+  try {
+    if (sub === "fence") {
+      const outcome = await withBucket(url, io, (bucket) => fenceNode(bucket, node, { now }));
+      for (const line of describeFence(outcome)) io.stdout(line);
+    } else {
+      const removed = await withBucket(url, io, (bucket) => forgetNode(bucket, node, { now }));
+      io.stdout(
+        `removed nodes/${node} (a heartbeat from before node leases, last written ${
+          formatDuration(removed.ageMs)
+        } ago)`,
+      );
+    }
+    return 0;
+  } catch (error) {
+    if (error instanceof ClusterToolRefusal) {
+      io.stderr(`wasmkeep: ${command} ${node}: ${error.message}`);
+    } else {
+      io.stderr(`wasmkeep: ${command} ${node}: bucket ${url}: ${(error as Error).message}`);
+    }
+    return 1;
+  }
+}
