@@ -30,7 +30,7 @@ import type { Bucket } from "../bucket/bucket.ts";
 import { systemClock, systemRandom } from "../time/clock.ts";
 import { ActorReplica, type ReplicaContext } from "../replication/replica.ts";
 import { ReadLimiter } from "../replication/read_limiter.ts";
-import type { SnapshotSchedule } from "../replication/uploader.ts";
+import { ReplicationFailed, type SnapshotSchedule } from "../replication/uploader.ts";
 import { HistoryError } from "../replication/history.ts";
 import { RestoreUnavailable } from "../replication/restore.ts";
 import type { Plain } from "./codec.ts";
@@ -418,6 +418,9 @@ class Executor {
           500,
           `the actor's history in the bucket cannot be restored without losing data: ${error.message}`,
         );
+      }
+      if (error instanceof ReplicationFailed) {
+        throw new EventFailure(503, `the bucket did not take the actor's first snapshot; retry`);
       }
       if (error instanceof RestoreUnavailable) {
         this.post({ type: "count", name: "wasmkeep_restore_failures_total", by: 1 });
