@@ -1,0 +1,727 @@
+/**
+ * A node's own lease: its heartbeat `nodes/<id>`, written every period, each
+ * write conditioned on the node's last one (docs/adr/0004-node-leases.md,
+ * "Own lease"). The lease is valid `validMs` after the last acknowledged
+ * write was sent; a write refused by another writer (a fence, another
+ * process with this id, a deleted object) loses it for good.
+ *
+ * A write whose answer is lost may still have landed; the next write, made
+ * `If-Match` the older ETag, is then refused by our own object, not by
+ * another writer. So a refusal is followed by a read of the object: if it is
+ * byte for byte one of our writes that may have landed (its body names this
+ * process's token, so no other writer makes it), the lease goes on from that
+ * write; anything else is another writer. This errs on the safe side: a copy
+ * of our heartbeat we no longer track counts as another writer, and stopping
+ * is always safe.
+ *
+ * @module
+ */
+
+import type { Bucket, StoredObject } from "../bucket/bucket.ts";
+import { BucketUnavailable, PreconditionFailed } from "../bucket/errors.ts";
+import { nodeKey } from "../bucket/keys.ts";
+import { deadline, DeadlineExceeded } from "../bucket/timers.ts";
+import type { Logger } from "../log.ts";
+import type { Clock, Timer } from "../time/clock.ts";
+import { decodeHeartbeat, encodeHeartbeat, type Heartbeat } from "./heartbeat.ts";
+import type { LeaseTiming } from "./lease_timing.ts";
+
+/**
+ * After a refusal that turned out to be against our own landed write, the
+ * write is sent again at once, at most this many times in one renewal (2).
+ * Each such round is a write that landed with its answer lost; past two in a
+ * row the renewal waits for its next period.
+ *
+ * @example
+ * ```ts
+ * import { OWN_WRITE_RESENDS } from "./node_lease.ts";
+ * console.log(OWN_WRITE_RESENDS); // 2
+ * ```
+ */
+export const OWN_WRITE_RESENDS = 2;
+
+/**
+ * Most writes without an answer the lease remembers as possibly landed (32,
+ * about 96 s of renewals with the default timings). A write older than that
+ * which lands after all is taken for another writer's: the lease is lost,
+ * which is safe (the service manager restarts the node).
+ *
+ * @example
+ * ```ts
+ * import { MAX_UNRESOLVED_WRITES } from "./node_lease.ts";
+ * console.log(MAX_UNRESOLVED_WRITES); // 32
+ * ```
+ */
+export const MAX_UNRESOLVED_WRITES = 32;
+
+/**
+ * What the node publishes in its heartbeat besides the lease itself: address,
+ * cluster address, TLS pin, app, secrets, take, version and serving state.
+ */
+export type HeartbeatDescription = Omit<
+  Heartbeat,
+  "format" | "nodeId" | "process" | "at" | "lease" | "fencedBy"
+>;
+
+/** What the lease found in the object when it learnt another writer replaced it. */
+export type LeaseLossKind = "fenced" | "deleted" | "another-writer" | "unreadable";
+
+/**
+ * The lease was taken by another writer: the node must drop its actors and
+ * stop. `heartbeat` is the object read back, when it could be read and
+ * decoded.
+ *
+ * @example
+ * ```ts
+ * import { NodeLeaseLost } from "./node_lease.ts";
+ * const e = new NodeLeaseLost("nodes/a", "deleted");
+ * console.log(e.kind, e.message);
+ * ```
+ */
+export class NodeLeaseLost extends Error {
+  /** Always `"NodeLeaseLost"`, for logs and structured errors. */
+  override name = "NodeLeaseLost";
+  /** The heartbeat's key. */
+  readonly key: string;
+  /** What replaced the lease. */
+  readonly kind: LeaseLossKind;
+  /** The heartbeat found instead, when it was read and decoded. */
+  readonly heartbeat?: Heartbeat;
+
+  /** Describes the loss of the lease at `key`. */
+  constructor(key: string, kind: LeaseLossKind, heartbeat?: Heartbeat) {
+    super(`${key}: the node lease was lost: ${explain(key, kind, heartbeat)}`);
+    this.key = key;
+    this.kind = kind;
+    this.heartbeat = heartbeat;
+  }
+}
+
+function explain(key: string, kind: LeaseLossKind, heartbeat?: Heartbeat): string {
+  switch (kind) {
+    case "fenced":
+      return `node ${heartbeat?.fencedBy ?? "(unknown)"} fenced it`;
+    case "deleted":
+      return "the heartbeat was deleted";
+    case "unreadable":
+      return "another writer replaced the heartbeat (it could not be read back)";
+    case "another-writer":
+      return heartbeat
+        ? `another writer replaced the heartbeat (process ${heartbeat.process}, ` +
+          `${heartbeat.lease}, address ${heartbeat.address || "unknown"})`
+        : `another writer replaced ${key}`;
+  }
+}
+
+/** What {@linkcode NodeLease} works with. */
+export interface NodeLeaseOptions {
+  /** The shared bucket. */
+  bucket: Bucket;
+  /** Times renewals, write deadlines and the lease's end; stamps line 4. */
+  clock: Clock;
+  /** Told about failed writes, expiries, renewals after them and the loss. */
+  log: Logger;
+  /** This node's id. */
+  nodeId: string;
+  /** This process's token, new at every start. */
+  processToken: string;
+  /** The lease timings (`periodMs`, `validMs`, `writeTimeoutMs`). */
+  timing: LeaseTiming;
+  /** What to publish, asked at every write. */
+  describe: () => HeartbeatDescription;
+  /**
+   * Called on every change of {@linkcode NodeLease.valid}: true when a write
+   * lands while the lease was not valid, false when it runs out (on the
+   * clock, at the moment it ends), when it is lost, and when a release
+   * begins.
+   */
+  onChange?: (valid: boolean) => void;
+  /** Called once when another writer took the lease; no write follows. */
+  onLost?: (reason: NodeLeaseLost) => void;
+}
+
+/** Where the lease is in its life. */
+export type NodeLeaseState = "new" | "running" | "releasing" | "released" | "lost" | "closed";
+
+/** A write sent and not acknowledged, which may have landed. */
+interface SentWrite {
+  body: Uint8Array;
+  /** Line 4 of the write. */
+  at: number;
+  /** Monotonic time it was sent. */
+  sentAt: number;
+  lease: "live" | "released";
+}
+
+/** What became of one write (after reading back, when it was refused). */
+type Outcome = "landed" | "failed" | "lost";
+
+/**
+ * The node's own lease, renewed every period from {@linkcode NodeLease.start}
+ * until {@linkcode NodeLease.release} or {@linkcode NodeLease.close}.
+ *
+ * @example Start after the node id check, stop cleanly
+ * ```ts
+ * import { NodeLease } from "./node_lease.ts";
+ * import { leaseTiming } from "./lease_timing.ts";
+ * import { MemoryBucket } from "../bucket/memory.ts";
+ * import { systemClock } from "../time/clock.ts";
+ * import { createLogger } from "../log.ts";
+ * const lease = new NodeLease({
+ *   bucket: new MemoryBucket(), clock: systemClock, log: createLogger(), nodeId: "a",
+ *   processToken: "0123456789abcdef", timing: leaseTiming(),
+ *   describe: () => ({ address: "http://a:8080", readsSecrets: false, takesMoved: true,
+ *     version: "0.3.0", state: "serving" }),
+ *   onChange: (valid) => console.log("lease valid:", valid),
+ *   onLost: (reason) => console.log(reason.message),
+ * });
+ * await lease.start(undefined); // the check saw no object
+ * console.log(lease.valid()); // true
+ * await lease.release();
+ * lease.close();
+ * ```
+ */
+export class NodeLease {
+  readonly #bucket: Bucket;
+  readonly #clock: Clock;
+  readonly #log: Logger;
+  readonly #nodeId: string;
+  readonly #processToken: string;
+  readonly #timing: LeaseTiming;
+  readonly #describe: () => HeartbeatDescription;
+  readonly #onChange: (valid: boolean) => void;
+  readonly #onLost: (reason: NodeLeaseLost) => void;
+  readonly #key: string;
+  /** Aborts a write or read in flight at `close`. */
+  readonly #closing = new AbortController();
+
+  #state: NodeLeaseState = "new";
+  /** The condition of the next write: `If-Match` it, or `If-None-Match: *` when undefined. */
+  #etag: string | undefined;
+  /** Line 4 of the last live write known to be in the object. */
+  #lastLiveAt: number | undefined;
+  /** Writes sent since the last one known to have landed, that may have landed. */
+  #unresolved: SentWrite[] = [];
+  #validUntil = -Infinity;
+  #validSince: number | undefined;
+  /** Validity as last reported through `onChange`. */
+  #reportedValid = false;
+  #renewTimer: Timer | undefined;
+  #expiryTimer: Timer | undefined;
+  /** The renewal in progress, which a release waits for. */
+  #inFlight: Promise<unknown> | undefined;
+  #lost: NodeLeaseLost | undefined;
+  /** Writes in a row that got no verdict, to log an outage once, not every period. */
+  #failuresInARow = 0;
+
+  /** A lease for node `nodeId`, process `processToken`; nothing is written before `start`. */
+  constructor(options: NodeLeaseOptions) {
+    this.#bucket = options.bucket;
+    this.#clock = options.clock;
+    this.#log = options.log;
+    this.#nodeId = options.nodeId;
+    this.#processToken = options.processToken;
+    this.#timing = options.timing;
+    this.#describe = options.describe;
+    this.#onChange = options.onChange ?? (() => {});
+    this.#onLost = options.onLost ?? (() => {});
+    this.#key = nodeKey(options.nodeId);
+  }
+
+  /**
+   * Writes the first heartbeat, conditioned on the object the start check
+   * read last (`If-Match` its ETag, or `If-None-Match: *` when it saw none),
+   * then renews every period. Resolves once the first write has its outcome,
+   * whatever it is: `valid()`, `onChange` and `onLost` tell it.
+   *
+   * @example
+   * ```ts
+   * import { NodeLease } from "./node_lease.ts";
+   * import { checkNodeId } from "./node_id_check.ts";
+   * import { leaseTiming } from "./lease_timing.ts";
+   * import { MemoryBucket } from "../bucket/memory.ts";
+   * import { systemClock } from "../time/clock.ts";
+   * import { createLogger } from "../log.ts";
+   * const bucket = new MemoryBucket();
+   * const [clock, log, timing] = [systemClock, createLogger(), leaseTiming()];
+   * const lease = new NodeLease({ bucket, clock, log, nodeId: "a", processToken: "p1", timing,
+   *   describe: () => ({ address: "http://a:8080", readsSecrets: false, takesMoved: true,
+   *     version: "0.3.0", state: "serving" }) });
+   * await lease.start(await checkNodeId({ bucket, clock, log, nodeId: "a", timing }));
+   * lease.close();
+   * ```
+   */
+  async start(after: { etag?: string } | undefined): Promise<void> {
+    if (this.#state !== "new") throw new Error(`${this.#key}: the node lease was already started`);
+    this.#state = "running";
+    this.#etag = after?.etag;
+    await this.#renew();
+  }
+
+  /**
+   * Whether the lease is valid now: started, not released, lost or closed,
+   * and less than `validMs` since the last acknowledged write was sent.
+   *
+   * @example
+   * ```ts
+   * import { NodeLease } from "./node_lease.ts";
+   * import { leaseTiming } from "./lease_timing.ts";
+   * import { MemoryBucket } from "../bucket/memory.ts";
+   * import { systemClock } from "../time/clock.ts";
+   * import { createLogger } from "../log.ts";
+   * const lease = new NodeLease({ bucket: new MemoryBucket(), clock: systemClock,
+   *   log: createLogger(), nodeId: "a", processToken: "p1", timing: leaseTiming(),
+   *   describe: () => ({ address: "http://a:8080", readsSecrets: false, takesMoved: true,
+   *     version: "0.3.0", state: "serving" }) });
+   * console.log(lease.valid()); // false: not started
+   * ```
+   */
+  valid(): boolean {
+    return this.#state === "running" && this.#reportedValid &&
+      this.#clock.monotonic() < this.#validUntil;
+  }
+
+  /**
+   * Monotonic time the lease is valid until (sent time of the last
+   * acknowledged write plus `validMs`); `-Infinity` before any write landed.
+   *
+   * @example
+   * ```ts
+   * import { NodeLease } from "./node_lease.ts";
+   * import { leaseTiming } from "./lease_timing.ts";
+   * import { MemoryBucket } from "../bucket/memory.ts";
+   * import { systemClock } from "../time/clock.ts";
+   * import { createLogger } from "../log.ts";
+   * const lease = new NodeLease({ bucket: new MemoryBucket(), clock: systemClock,
+   *   log: createLogger(), nodeId: "a", processToken: "p1", timing: leaseTiming(),
+   *   describe: () => ({ address: "http://a:8080", readsSecrets: false, takesMoved: true,
+   *     version: "0.3.0", state: "serving" }) });
+   * await lease.start(undefined);
+   * console.log(lease.validUntil - systemClock.monotonic() <= 8000); // true
+   * lease.close();
+   * ```
+   */
+  get validUntil(): number {
+    return this.#validUntil;
+  }
+
+  /**
+   * Monotonic time the lease last became valid (a write landed while it was
+   * not), or undefined if it never was. Membership waits a watch from here
+   * before it fences anyone, so a peer that regained the bucket at about the
+   * same time has renewed by then.
+   *
+   * @example
+   * ```ts
+   * import { NodeLease } from "./node_lease.ts";
+   * import { leaseTiming } from "./lease_timing.ts";
+   * import { MemoryBucket } from "../bucket/memory.ts";
+   * import { systemClock } from "../time/clock.ts";
+   * import { createLogger } from "../log.ts";
+   * const timing = leaseTiming();
+   * const lease = new NodeLease({ bucket: new MemoryBucket(), clock: systemClock,
+   *   log: createLogger(), nodeId: "a", processToken: "p1", timing,
+   *   describe: () => ({ address: "http://a:8080", readsSecrets: false, takesMoved: true,
+   *     version: "0.3.0", state: "serving" }) });
+   * await lease.start(undefined);
+   * const mayFence = systemClock.monotonic() - (lease.validSince ?? Infinity) >= timing.watchMs;
+   * lease.close();
+   * ```
+   */
+  get validSince(): number | undefined {
+    return this.#validSince;
+  }
+
+  /**
+   * Where the lease is: `new`, `running` (renewing, valid or not),
+   * `releasing`, `released`, `lost` or `closed`.
+   *
+   * @example
+   * ```ts
+   * import { NodeLease } from "./node_lease.ts";
+   * import { leaseTiming } from "./lease_timing.ts";
+   * import { MemoryBucket } from "../bucket/memory.ts";
+   * import { systemClock } from "../time/clock.ts";
+   * import { createLogger } from "../log.ts";
+   * const lease = new NodeLease({ bucket: new MemoryBucket(), clock: systemClock,
+   *   log: createLogger(), nodeId: "a", processToken: "p1", timing: leaseTiming(),
+   *   describe: () => ({ address: "http://a:8080", readsSecrets: false, takesMoved: true,
+   *     version: "0.3.0", state: "serving" }) });
+   * console.log(lease.state); // "new"
+   * ```
+   */
+  get state(): NodeLeaseState {
+    return this.#state;
+  }
+
+  /**
+   * Why the lease was lost, once it was.
+   *
+   * @example
+   * ```ts
+   * import { NodeLease } from "./node_lease.ts";
+   * import { leaseTiming } from "./lease_timing.ts";
+   * import { MemoryBucket } from "../bucket/memory.ts";
+   * import { systemClock } from "../time/clock.ts";
+   * import { createLogger } from "../log.ts";
+   * const lease = new NodeLease({ bucket: new MemoryBucket(), clock: systemClock,
+   *   log: createLogger(), nodeId: "a", processToken: "p1", timing: leaseTiming(),
+   *   describe: () => ({ address: "http://a:8080", readsSecrets: false, takesMoved: true,
+   *     version: "0.3.0", state: "serving" }) });
+   * console.log(lease.lost); // undefined
+   * ```
+   */
+  get lost(): NodeLeaseLost | undefined {
+    return this.#lost;
+  }
+
+  /**
+   * The ETag of the heartbeat as this node last wrote it (what a listing
+   * shows while nobody else wrote it), or undefined before a write landed.
+   *
+   * @example
+   * ```ts
+   * import { NodeLease } from "./node_lease.ts";
+   * import { leaseTiming } from "./lease_timing.ts";
+   * import { MemoryBucket } from "../bucket/memory.ts";
+   * import { systemClock } from "../time/clock.ts";
+   * import { createLogger } from "../log.ts";
+   * const bucket = new MemoryBucket();
+   * const lease = new NodeLease({ bucket, clock: systemClock,
+   *   log: createLogger(), nodeId: "a", processToken: "p1", timing: leaseTiming(),
+   *   describe: () => ({ address: "http://a:8080", readsSecrets: false, takesMoved: true,
+   *     version: "0.3.0", state: "serving" }) });
+   * await lease.start(undefined);
+   * console.log(lease.etag === (await bucket.head("nodes/a"))?.etag); // true
+   * lease.close();
+   * ```
+   */
+  get etag(): string | undefined {
+    return this.#lastLiveAt === undefined ? undefined : this.#etag;
+  }
+
+  /**
+   * Gives the lease up (the clean stop's last step): stops renewing, ends the
+   * lease's validity at once (`onChange(false)`), waits for a renewal in
+   * flight, then writes the heartbeat `released` with the line 4 of the last
+   * live write, `If-Match` the last ETag. Resolves to whether that write
+   * landed; one that did not leaves the heartbeat live until a peer fences
+   * it. Does nothing (false) unless the lease is running.
+   *
+   * @example
+   * ```ts
+   * import { NodeLease } from "./node_lease.ts";
+   * import { leaseTiming } from "./lease_timing.ts";
+   * import { MemoryBucket } from "../bucket/memory.ts";
+   * import { systemClock } from "../time/clock.ts";
+   * import { createLogger } from "../log.ts";
+   * const lease = new NodeLease({ bucket: new MemoryBucket(), clock: systemClock,
+   *   log: createLogger(), nodeId: "a", processToken: "p1", timing: leaseTiming(),
+   *   describe: () => ({ address: "http://a:8080", readsSecrets: false, takesMoved: true,
+   *     version: "0.3.0", state: "serving" }) });
+   * await lease.start(undefined);
+   * console.log(await lease.release()); // true
+   * lease.close();
+   * ```
+   */
+  async release(): Promise<boolean> {
+    if (this.#state !== "running") return false;
+    this.#state = "releasing";
+    this.#renewTimer?.cancel();
+    this.#renewTimer = undefined;
+    // From the moment the release is sent, readers may count everything this
+    // node holds as free, so the node must not count on its lease any more.
+    this.#invalidate();
+    await this.#inFlight?.catch(() => {});
+    if (this.#state !== "releasing") return false;
+    const at = this.#lastLiveAt ?? this.#unresolved.findLast((w) => w.lease === "live")?.at;
+    if (at === undefined) {
+      this.#state = "released";
+      this.#log.info("no heartbeat of this process landed: nothing to release", {
+        key: this.#key,
+      });
+      return false;
+    }
+    const outcome = await this.#write("released");
+    if (this.#state === "releasing") this.#state = "released";
+    if (outcome === "landed") {
+      this.#log.info("node lease released", { key: this.#key, at: this.#lastLiveAt });
+    } else if (outcome === "failed") {
+      this.#log.warn("the release of the node lease did not land; peers will fence it", {
+        key: this.#key,
+      });
+    }
+    return outcome === "landed";
+  }
+
+  /**
+   * Stops every timer and aborts a write in flight; no write or callback
+   * follows, and `valid()` is false from now on.
+   *
+   * @example
+   * ```ts
+   * import { NodeLease } from "./node_lease.ts";
+   * import { leaseTiming } from "./lease_timing.ts";
+   * import { MemoryBucket } from "../bucket/memory.ts";
+   * import { systemClock } from "../time/clock.ts";
+   * import { createLogger } from "../log.ts";
+   * const lease = new NodeLease({ bucket: new MemoryBucket(), clock: systemClock,
+   *   log: createLogger(), nodeId: "a", processToken: "p1", timing: leaseTiming(),
+   *   describe: () => ({ address: "http://a:8080", readsSecrets: false, takesMoved: true,
+   *     version: "0.3.0", state: "serving" }) });
+   * lease.close();
+   * ```
+   */
+  close(): void {
+    if (this.#state === "closed") return;
+    this.#state = "closed";
+    this.#renewTimer?.cancel();
+    this.#expiryTimer?.cancel();
+    this.#renewTimer = this.#expiryTimer = undefined;
+    this.#closing.abort(new Error(`${this.#key}: the node lease was closed`));
+  }
+
+  /** One renewal, then the next one a period after it was sent. */
+  async #renew(): Promise<void> {
+    this.#renewTimer = undefined;
+    if (this.#state !== "running") return;
+    const sentAt = this.#clock.monotonic();
+    const write = this.#write("live");
+    this.#inFlight = write;
+    try {
+      await write;
+    } catch (e) {
+      // Only `describe` or the encoding can throw here (the bucket's errors
+      // are outcomes): a renewal timer must not end in an unhandled rejection.
+      this.#failed(e, "live");
+    } finally {
+      this.#inFlight = undefined;
+    }
+    if (this.#state !== "running") return;
+    // A fixed cadence from the send, so a slow write does not push every later one back.
+    const delay = Math.max(0, sentAt + this.#timing.periodMs - this.#clock.monotonic());
+    this.#renewTimer = this.#clock.setTimer(delay, () => void this.#renew());
+  }
+
+  /** Writes the heartbeat with `lease`, resolving a refusal by reading the object back. */
+  async #write(lease: "live" | "released"): Promise<Outcome> {
+    for (let resends = 0;; resends++) {
+      const sent = this.#compose(lease);
+      let refusal: PreconditionFailed;
+      const conditions = this.#etag === undefined
+        ? { ifNoneMatch: "*" as const }
+        : { ifMatch: this.#etag };
+      const limit = deadline(
+        this.#clock,
+        this.#timing.writeTimeoutMs,
+        `heartbeat write ${this.#key}`,
+        this.#closing.signal,
+      );
+      try {
+        const { etag } = await this.#bucket.put(this.#key, sent.body, {
+          ...conditions,
+          signal: limit.signal,
+        });
+        if (this.#closing.signal.aborted) return "failed";
+        this.#landed(sent, etag);
+        return "landed";
+      } catch (e) {
+        if (this.#closing.signal.aborted) return "failed";
+        if (!(e instanceof PreconditionFailed)) {
+          // No verdict: the lease stays as it is and runs out by itself.
+          if (mayHaveLanded(e)) this.#remember(sent);
+          this.#failed(e, lease);
+          return "failed";
+        }
+        refusal = e;
+      } finally {
+        limit.done();
+      }
+
+      // Refused: by another writer, or by a write of ours whose answer was lost.
+      const mayBeOwn = this.#unresolved.length > 0 || refusal.maybeOwnWrite;
+      const candidates = [...this.#unresolved, sent];
+      const found = await this.#readBack();
+      if (this.#closing.signal.aborted) return "failed";
+      if (found === undefined) {
+        if (mayBeOwn) {
+          // Ours or not cannot be told yet: treat it as a write without a verdict.
+          if (refusal.maybeOwnWrite) this.#remember(sent);
+          this.#failed(refusal, lease);
+          return "failed";
+        }
+        this.#lose(new NodeLeaseLost(this.#key, "unreadable"));
+        return "lost";
+      }
+      const own = found.object && candidates.find((w) => equalBytes(w.body, found.object!.body));
+      if (!own) {
+        this.#lose(lossOf(this.#key, found.object));
+        return "lost";
+      }
+      this.#log.info("a heartbeat write whose answer was lost had landed; going on from it", {
+        key: this.#key,
+        at: own.at,
+      });
+      this.#landed(own, found.object!.etag);
+      if (own === sent) return "landed";
+      if (resends >= OWN_WRITE_RESENDS) return lease === "live" ? "landed" : "failed";
+    }
+  }
+
+  /** The next write's body, line 4 the send time for a live write, the last live one's otherwise. */
+  #compose(lease: "live" | "released"): SentWrite {
+    const at = lease === "live"
+      ? this.#clock.now()
+      : this.#lastLiveAt ?? this.#unresolved.findLast((w) => w.lease === "live")!.at;
+    const body = encodeHeartbeat({
+      ...this.#describe(),
+      format: 2,
+      nodeId: this.#nodeId,
+      process: this.#processToken,
+      at,
+      lease,
+    });
+    return { body, at, sentAt: this.#clock.monotonic(), lease };
+  }
+
+  /** The object as it is now; undefined when it cannot be read in time. */
+  async #readBack(): Promise<{ object: StoredObject | null } | undefined> {
+    const limit = deadline(
+      this.#clock,
+      this.#timing.writeTimeoutMs,
+      `heartbeat read ${this.#key}`,
+      this.#closing.signal,
+    );
+    try {
+      return { object: await this.#bucket.get(this.#key, { signal: limit.signal }) };
+    } catch (e) {
+      this.#log.warn("cannot read the heartbeat back after a refused write", {
+        key: this.#key,
+        error: describe(e),
+      });
+      return undefined;
+    } finally {
+      limit.done();
+    }
+  }
+
+  /** `sent` is in the object with `etag`: later writes are conditioned on it. */
+  #landed(sent: SentWrite, etag: string): void {
+    this.#etag = etag;
+    // Writes sent before it were conditioned on older ETags: none of them can land now.
+    this.#unresolved = [];
+    if (sent.lease !== "live") return;
+    this.#lastLiveAt = sent.at;
+    if (this.#failuresInARow > 0) {
+      this.#log.info("heartbeat written again", { key: this.#key, failed: this.#failuresInARow });
+      this.#failuresInARow = 0;
+    }
+    if (this.#state === "running") this.#extend(sent.sentAt + this.#timing.validMs);
+  }
+
+  #remember(sent: SentWrite): void {
+    this.#unresolved.push(sent);
+    if (this.#unresolved.length > MAX_UNRESOLVED_WRITES) this.#unresolved.shift();
+  }
+
+  #failed(error: unknown, lease: "live" | "released"): void {
+    this.#failuresInARow++;
+    const fields = {
+      key: this.#key,
+      lease,
+      error: describe(error),
+      validForMs: Math.max(0, this.#validUntil - this.#clock.monotonic()),
+    };
+    if (this.#failuresInARow === 1) this.#log.warn("heartbeat write failed", fields);
+    else this.#log.debug("heartbeat write failed", fields);
+  }
+
+  /** The lease is valid until `until` (monotonic), if that is later than before. */
+  #extend(until: number): void {
+    if (until <= this.#validUntil) return;
+    this.#validUntil = until;
+    const now = this.#clock.monotonic();
+    if (now >= until) return;
+    this.#expiryTimer?.cancel();
+    this.#expiryTimer = this.#clock.setTimer(until - now, () => this.#expire());
+    if (!this.#reportedValid) {
+      this.#reportedValid = true;
+      this.#validSince = now;
+      this.#onChange(true);
+    }
+  }
+
+  /** The expiry timer: the lease ends now unless a write extended it meanwhile. */
+  #expire(): void {
+    this.#expiryTimer = undefined;
+    if (this.#state !== "running" || !this.#reportedValid) return;
+    const left = this.#validUntil - this.#clock.monotonic();
+    if (left > 0) {
+      this.#expiryTimer = this.#clock.setTimer(left, () => this.#expire());
+      return;
+    }
+    this.#log.warn("node lease expired: no heartbeat write landed in time", {
+      key: this.#key,
+      validMs: this.#timing.validMs,
+    });
+    this.#reportedValid = false;
+    this.#onChange(false);
+  }
+
+  /** Ends validity at once (a release or a loss). */
+  #invalidate(): void {
+    this.#expiryTimer?.cancel();
+    this.#expiryTimer = undefined;
+    this.#validUntil = Math.min(this.#validUntil, this.#clock.monotonic());
+    if (this.#reportedValid) {
+      this.#reportedValid = false;
+      this.#onChange(false);
+    }
+  }
+
+  #lose(reason: NodeLeaseLost): void {
+    if (this.#lost || this.#state === "closed") return;
+    this.#lost = reason;
+    this.#renewTimer?.cancel();
+    this.#renewTimer = undefined;
+    this.#invalidate();
+    this.#state = "lost";
+    this.#log.error("node lease lost: another writer replaced the heartbeat", {
+      key: this.#key,
+      kind: reason.kind,
+      error: reason.message,
+    });
+    this.#onLost(reason);
+  }
+}
+
+/** Whether a failed write may still have been applied. */
+function mayHaveLanded(e: unknown): boolean {
+  return e instanceof DeadlineExceeded || (e instanceof BucketUnavailable && e.ambiguous);
+}
+
+/** What another writer left in the object. */
+function lossOf(key: string, object: StoredObject | null): NodeLeaseLost {
+  if (!object) return new NodeLeaseLost(key, "deleted");
+  let heartbeat: Heartbeat;
+  try {
+    heartbeat = decodeHeartbeat(object.body, key);
+  } catch {
+    return new NodeLeaseLost(key, "unreadable");
+  }
+  return new NodeLeaseLost(
+    key,
+    heartbeat.lease === "fenced" ? "fenced" : "another-writer",
+    heartbeat,
+  );
+}
+
+function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function describe(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
