@@ -15,6 +15,7 @@ import {
 import { classNameProblem } from "../src/actors/key.ts";
 import { MAX_CONFIG_FILE_BYTES, parseEnvFile } from "../src/config/env_file.ts";
 import type { LogLevel } from "../src/log.ts";
+import { NODE_ID_PATTERN } from "../src/cluster/heartbeat.ts";
 
 const SERVE_FLAGS: FlagSpec[] = [
   {
@@ -58,6 +59,58 @@ const SERVE_FLAGS: FlagSpec[] = [
     value: "URL",
     description: "s3://BUCKET[/PREFIX] or file://PATH",
     defaultText: "file://DATA-DIR/bucket",
+  },
+  {
+    name: "advertise",
+    kind: "string",
+    value: "URL",
+    description: "the URL other nodes forward requests to",
+    defaultText: "http://LISTEN",
+  },
+  {
+    name: "cluster-listen",
+    kind: "string",
+    value: "ADDR",
+    description: "the cluster listener (mutual TLS between nodes): not in this version yet",
+  },
+  {
+    name: "cluster-advertise",
+    kind: "string",
+    value: "URL",
+    description: "https://HOST:PORT other nodes reach the cluster listener at",
+  },
+  {
+    name: "cluster-plaintext",
+    kind: "string",
+    value: "refuse|accept",
+    description: "whether plain HTTP between nodes is used; refuse needs --cluster-listen",
+    defaultText: "refuse",
+  },
+  {
+    name: "failover-wait-secs",
+    kind: "integer",
+    min: 0,
+    value: "N",
+    description:
+      "how long a GET/HEAD or WebSocket upgrade for a dead or stopping node's actor is kept (0: off)",
+    defaultText: "25",
+  },
+  {
+    name: "max-connections",
+    kind: "integer",
+    min: 1,
+    value: "N",
+    description: "client connections at once, lowered to fit the open-file limit",
+    defaultText: "10000",
+  },
+  {
+    name: "lease-ttl-secs",
+    kind: "integer",
+    min: 3,
+    value: "N",
+    description:
+      "node lease ttl; every lease timing derives from it (heartbeat ttl×0.3, fence after ttl×1.5)",
+    defaultText: "10",
   },
   {
     name: "event-timeout-secs",
@@ -150,7 +203,7 @@ export const SERVE_HELP: string = formatHelp(
   SERVE_FLAGS,
 );
 
-const NODE_ID = /^[a-z0-9][a-z0-9-]{0,62}$/;
+const NODE_ID = NODE_ID_PATTERN;
 
 /** The largest --max-body-bytes: half a frame to an executor (MAX_FRAME_BYTES). */
 const MAX_BODY_BYTES = 32 * 1024 * 1024;
@@ -237,8 +290,26 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
   const nodeId = (flags["node-id"] as string | undefined) ?? defaultNodeId();
   if (!NODE_ID.test(nodeId)) {
     throw new UsageError(
-      `--node-id must be lower-case letters, digits and '-' (at most 63), not '${nodeId}'`,
+      `--node-id must be lower-case letters, digits and '-' (at most 63, not first or last), not '${nodeId}'`,
     );
+  }
+  if (flags["cluster-listen"] !== undefined || flags["cluster-advertise"] !== undefined) {
+    throw new UsageError(
+      "--cluster-listen and --cluster-advertise: the cluster listener (mutual TLS between nodes) is not in this version yet; run nodes with --cluster-plaintext accept",
+    );
+  }
+  const plaintext = (flags["cluster-plaintext"] as string | undefined) ?? "refuse";
+  if (plaintext !== "refuse" && plaintext !== "accept") {
+    throw new UsageError(`--cluster-plaintext must be refuse or accept, not '${plaintext}'`);
+  }
+  if (flags["node-id"] !== undefined && plaintext === "refuse") {
+    throw new UsageError(
+      "--node-id without --cluster-listen needs --cluster-plaintext accept: with refuse (the default) nodes talk only over the cluster listener, which this version does not have yet",
+    );
+  }
+  const advertise = flags.advertise as string | undefined;
+  if (advertise !== undefined && !/^https?:\/\/[^/\s]+\/?$/.test(advertise)) {
+    throw new UsageError(`--advertise must be http://HOST:PORT, not '${advertise}'`);
   }
   const logLevel = (flags["log-level"] as string | undefined) ?? NODE_DEFAULTS.logLevel;
   if (!["debug", "info", "warn", "error"].includes(logLevel)) {
@@ -275,6 +346,14 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
     idleMs: seconds("idle-secs", NODE_DEFAULTS.idleMs),
     databaseIdleMs: seconds("db-idle-secs", NODE_DEFAULTS.databaseIdleMs),
     historyRetentionMs: seconds("history-retention-secs", NODE_DEFAULTS.historyRetentionMs),
+    cluster: bucketUrl === undefined ? undefined : {
+      advertise: advertise?.replace(/\/$/, ""),
+      plaintext: plaintext as "accept" | "refuse",
+      failoverWaitMs: seconds("failover-wait-secs", NODE_DEFAULTS.failoverWaitMs),
+      maxConnections: (flags["max-connections"] as number | undefined) ??
+        NODE_DEFAULTS.maxConnections,
+      leaseTtlMs: seconds("lease-ttl-secs", NODE_DEFAULTS.leaseTtlMs),
+    },
     maxBodyBytes: maxBody ?? NODE_DEFAULTS.maxBodyBytes,
     executors: (flags.executors as number | undefined) ?? navigator.hardwareConcurrency,
     stopGraceMs: NODE_DEFAULTS.stopGraceMs,
@@ -311,6 +390,7 @@ export async function serveCommand(args: string[], deps: NodeDependencies = {}):
     // passes leaves the node serving until a signal.
     await Promise.race([
       stopped.promise,
+      node.whenFailed,
       node.whenReady.then(
         () => stopped.promise,
         // Stopped by a signal before the probe passed: a clean stop.

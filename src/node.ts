@@ -12,11 +12,17 @@ import { ExecutorPool } from "./actors/executor_pool.ts";
 import { ActorHost } from "./actors/actor_host.ts";
 import { type ActorKey, DEFAULT_TENANT } from "./actors/key.ts";
 import type { ActorRequest, ExecutorClass } from "./actors/protocol.ts";
+import type { EventOutcome } from "./actors/executor_pool.ts";
 import { createClientHandler } from "./http/client_handler.ts";
 import { maxOpenDatabases, openFileLimit } from "./limits.ts";
 import { type Bucket, openBucket, probeBucket } from "./bucket/mod.ts";
 import { MetricsRegistry } from "./metrics/registry.ts";
 import { type Hold, OwnershipRecords } from "./cluster/ownership.ts";
+import { ClusterPlane } from "./cluster/cluster_plane.ts";
+import { leaseTiming } from "./cluster/lease_timing.ts";
+import { NodeIdInUse } from "./cluster/node_id_check.ts";
+import { FORWARDED_BY_HEADER } from "./http/forward.ts";
+import { VERSION } from "./version.ts";
 
 /** One actor class given to the node. */
 export interface ActorClassOption {
@@ -55,6 +61,26 @@ export interface NodeOptions {
   logLevel: LogLevel;
   /** How long old actor history stays in the bucket (`--history-retention-secs`). */
   historyRetentionMs: number;
+  /**
+   * Cluster mode, for a bucket other nodes may share (`--bucket`): node
+   * leases, the node id check, membership and forwarding. `undefined` for a
+   * standalone node on its embedded bucket.
+   */
+  cluster?: ClusterOptions;
+}
+
+/** A node's settings in a cluster. */
+export interface ClusterOptions {
+  /** The URL peers forward requests to; default `http://<listen address>`. */
+  advertise?: string;
+  /** Whether plain HTTP between nodes is used (`--cluster-plaintext`). */
+  plaintext: "accept" | "refuse";
+  /** How long a GET/HEAD for a dead or stopping node's actor is kept; 0 turns it off. */
+  failoverWaitMs: number;
+  /** Client connections at once, before the open-file limit lowers it. */
+  maxConnections: number;
+  /** The node lease ttl; every lease timing derives from it. */
+  leaseTtlMs: number;
 }
 
 /** The defaults of the optional settings. */
@@ -69,6 +95,9 @@ export const NODE_DEFAULTS = {
   abi: "auto" as "auto" | "jco",
   logLevel: "info" as LogLevel,
   historyRetentionMs: 3_600_000,
+  failoverWaitMs: 25_000,
+  maxConnections: 10_000,
+  leaseTtlMs: 10_000,
 } as const;
 
 /** The replication counters, with their help, shown from the start at 0. */
@@ -113,6 +142,10 @@ export class NodeStartError extends Error {
  */
 export class WasmKeepNode {
   #notReady: string | undefined = "starting";
+  #plane: { current?: ClusterPlane } = {};
+  #ownership!: OwnershipRecords;
+  #processToken = "";
+  readonly #failed = Promise.withResolvers<never>();
   #stopping: Promise<void> | undefined;
   readonly #probeAbort = new AbortController();
 
@@ -212,10 +245,13 @@ export class WasmKeepNode {
       {
         take: (actor) =>
           ownership.take(actor, {
-            // Node leases come with issue 5; until then a record another
-            // node id holds (a renamed node) is taken over, with a warning.
             canTakeFrom: (record) => {
-              log.warn("taking an actor whose record names another node", {
+              // In a cluster, another node's actors are free once its
+              // heartbeat says released or fenced.
+              if (plane.current) return plane.current.canTakeFrom(record);
+              // A standalone node on its own bucket: a record naming another
+              // id was written under an earlier --node-id or host name.
+              log.warn("taking an actor whose record names another node id", {
                 actor: `${actor.tenant}/${actor.class}/${actor.name}`,
                 holder: record.node,
               });
@@ -244,6 +280,8 @@ export class WasmKeepNode {
       () => host.inFlight,
     );
 
+    /** The cluster side, once the node id check passed (cluster mode only). */
+    const plane: { current?: ClusterPlane } = {};
     const classNames = new Set(classes.map((c) => c.className));
     // One bound counter per class and status class, made on first use.
     const eventCounters = new Map<string, (by?: number) => void>();
@@ -261,8 +299,37 @@ export class WasmKeepNode {
       }
       increment();
     };
+    const route = async (key: ActorKey, request: ActorRequest): Promise<EventOutcome> => {
+      const cluster = plane.current;
+      if (!cluster) return await host.dispatch(key, request);
+      if (!cluster.valid()) {
+        return { kind: "failed", status: 503, message: "this node's lease is not valid; retry" };
+      }
+      const forwarded = request.headers.some(([name]) => name === FORWARDED_BY_HEADER);
+      let where;
+      try {
+        where = await cluster.route(key, forwarded);
+      } catch (error) {
+        log.warn("could not read the actor's ownership record", {
+          actor: `${key.tenant}/${key.class}/${key.name}`,
+          error: String(error),
+        });
+        return {
+          kind: "failed",
+          status: (error as Error).name === "MalformedRecord" ? 500 : 503,
+          message: (error as Error).name === "MalformedRecord"
+            ? (error as Error).message
+            : "the bucket did not answer while looking up the actor; retry",
+        };
+      }
+      if (where.kind === "local") return await host.dispatch(key, request);
+      if (where.kind === "forward") {
+        return await cluster.forward(where.address, where.node, key, request);
+      }
+      return { kind: "failed", status: 503, message: where.message };
+    };
     const dispatch = async (key: ActorKey, request: ActorRequest) => {
-      const outcome = await host.dispatch(key, request);
+      const outcome = await route(key, request);
       countEvent(key.class, outcome.kind === "response" ? outcome.response.status : outcome.status);
       return outcome;
     };
@@ -319,6 +386,9 @@ export class WasmKeepNode {
       executors: options.executors,
       open_file_limit: fileLimit,
     });
+    node.#plane = plane;
+    node.#ownership = ownership;
+    node.#processToken = processToken;
     node.whenReady = node.#probe(bucketUrl, random);
     // Callers that never await whenReady must not see an unhandled rejection.
     node.whenReady.catch(() => {});
@@ -353,13 +423,84 @@ export class WasmKeepNode {
         `the bucket ${bucketUrl} failed the start-up probe: ${probe.reason}`,
       );
     }
+    if (this.options.cluster) await this.#joinCluster(this.options.cluster);
     this.#notReady = undefined;
     this.log.info("node ready", { node: this.options.nodeId, url: this.url, bucket: bucketUrl });
   }
 
+  async #joinCluster(cluster: ClusterOptions): Promise<void> {
+    this.#notReady = "checking that no other process runs with this node id";
+    const address = cluster.advertise ?? this.url;
+    try {
+      this.#plane.current = await ClusterPlane.start({
+        bucket: this.bucket,
+        clock: this.clock,
+        log: this.log,
+        nodeId: this.options.nodeId,
+        processToken: this.#processToken,
+        timing: leaseTiming(cluster.leaseTtlMs),
+        address,
+        version: VERSION,
+        ownership: this.#ownership,
+        holdsHere: (actor) => this.host.holds(actor),
+        onLeaseChange: (valid) => {
+          if (valid) {
+            this.log.info("node lease valid", { node: this.options.nodeId });
+            return;
+          }
+          // Before any other node can take them: every actor is dropped at
+          // once, and taken again at new generations once a write lands.
+          this.log.warn("node lease not valid: dropping every actor", {
+            node: this.options.nodeId,
+            resident: this.host.residentCount,
+          });
+          if (!this.#stopping) this.host.dropAll();
+        },
+        onLeaseLost: (reason) => {
+          this.log.error("another writer took this node's lease: stopping", {
+            node: this.options.nodeId,
+            reason: reason.message,
+          });
+          this.host.dropAll();
+          this.stop().finally(() =>
+            this.#failed.reject(new NodeStartError(`the node lease was lost: ${reason.message}`))
+          );
+        },
+        signal: this.#probeAbort.signal,
+      });
+    } catch (error) {
+      if (this.#stopping) {
+        throw new NodeStartError("the node stopped before its node id check ended");
+      }
+      const message = error instanceof NodeIdInUse
+        ? error.message
+        : `the node could not join the cluster: ${(error as Error).message}`;
+      this.log.error("cannot start", { node: this.options.nodeId, reason: message });
+      await this.stop();
+      throw new NodeStartError(message);
+    }
+    this.log.info("node joined the cluster", {
+      node: this.options.nodeId,
+      address,
+      lease_valid: this.#plane.current.valid(),
+    });
+  }
+
+  /**
+   * Rejects when the node stopped itself for good while serving (its lease
+   * was taken by another writer); never resolves otherwise.
+   */
+  get whenFailed(): Promise<never> {
+    return this.#failed.promise;
+  }
+
   /** Why the node is not ready, or `undefined`. */
   notReadyReason(): string | undefined {
-    return this.#stopping ? "stopping" : this.#notReady;
+    if (this.#stopping) return "stopping";
+    if (this.#notReady) return this.#notReady;
+    const plane = this.#plane.current;
+    if (plane && !plane.valid()) return "the node lease is not valid (its heartbeat did not land)";
+    return undefined;
   }
 
   /** Resident actors now. */
@@ -381,8 +522,11 @@ export class WasmKeepNode {
       // The executors close their actors once their uploads landed…
       await this.pool.close();
       // …then the records say the actors are free, for another node to take.
-      if (!this.#notReady) await this.host.releaseAll();
+      const plane = this.#plane.current;
+      if (!this.#notReady && (!plane || plane.valid())) await this.host.releaseAll();
       this.ownership.close();
+      // Last: a released heartbeat frees any record whose release did not land.
+      await plane?.stop();
       // Connections still open past the grace period are cut, not awaited.
       await Promise.race([serverDone, this.clock.sleep(SERVER_SHUTDOWN_MS)]);
       await this.bucket.close();

@@ -206,6 +206,22 @@ export class ActorHost {
     });
   }
 
+  /** Whether this node holds `actor` now: resident, with its take landed. */
+  holds(actor: ActorKey): boolean {
+    return this.#actors.get(actorKeyString(actor))?.hold !== undefined;
+  }
+
+  /**
+   * Drops every actor at once, without waiting for uploads or writing
+   * releases: the node's lease ran out, so the bucket may not answer and
+   * another node may soon take them. Each is taken again, at a new
+   * generation, at its next event.
+   */
+  dropAll(): void {
+    this.#actors.clear();
+    this.#pool.discardAll();
+  }
+
   /** Whether this node still holds `actor` at `generation`, in the bucket too. */
   async stillHolds(actor: ActorKey, generation: number): Promise<boolean> {
     const hold = this.#actors.get(actorKeyString(actor))?.hold;

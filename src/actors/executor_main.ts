@@ -635,9 +635,18 @@ class Executor {
         const actor = this.#resident.get(actorKeyString(message.actor));
         if (actor) {
           this.#discard(actor);
+          this.#rememberGiveUp(actor.id, actor.generation);
           this.post({ type: "give-up", actor: actor.key, generation: actor.generation });
         }
         this.post({ type: "abandoned", seq: message.seq });
+        return;
+      }
+      case "discard-all": {
+        for (const actor of [...this.#resident.values()]) {
+          this.#discard(actor);
+          // Its generation is over: queued events of it get a 503.
+          this.#rememberGiveUp(actor.id, actor.generation);
+        }
         return;
       }
       case "hold": {

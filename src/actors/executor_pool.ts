@@ -58,7 +58,8 @@ export const CLOSE_GRACE_MS = 5000;
 
 /** How an event ended. */
 export type EventOutcome =
-  | { kind: "response"; response: ActorResponse }
+  /** `node`: the node that ran it, when another one did (a forwarded request). */
+  | { kind: "response"; response: ActorResponse; node?: string }
   | { kind: "failed"; status: number; message: string };
 
 /** Options of {@linkcode ExecutorPool}. */
@@ -568,6 +569,15 @@ export class ExecutorPool {
       });
       this.#write(executor, { type: "drop", actor, generation });
     });
+  }
+
+  /**
+   * Has every executor discard its actors at once (instances, databases,
+   * replicas), without waiting for their uploads: their local files are not
+   * vouched for, so each is restored at its next wake.
+   */
+  discardAll(): void {
+    for (const executor of this.#executors) this.#write(executor, { type: "discard-all" });
   }
 
   /**

@@ -77,6 +77,8 @@ export type ToExecutor =
   }
   | { type: "drop"; actor: ActorKey; generation: number }
   | { type: "abandon"; seq: number; actor: ActorKey }
+  /** Drop every actor at once, uploads not waited for (the node lease ran out). */
+  | { type: "discard-all" }
   /** The answer to a `check-hold`. */
   | { type: "hold"; id: number; ok: boolean }
   | { type: "shutdown" };

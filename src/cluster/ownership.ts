@@ -516,6 +516,32 @@ export class OwnershipRecords {
   }
 
   /**
+   * Reads an actor's record, to route a request for it: `undefined` when it
+   * has none. Throws `MalformedRecord` for one that cannot be read.
+   *
+   * @example
+   * ```ts
+   * import { OwnershipRecords } from "./ownership.ts";
+   * import { MemoryBucket } from "../bucket/memory.ts";
+   * import { systemClock } from "../time/clock.ts";
+   * import { createLogger } from "../log.ts";
+   * const records = new OwnershipRecords({
+   *   bucket: new MemoryBucket(), clock: systemClock, nodeId: "a", processToken: "p1",
+   *   log: createLogger(),
+   * });
+   * await records.read({ tenant: "t", class: "c", name: "n" }); // undefined
+   * ```
+   */
+  async read(
+    actor: ActorId,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<OwnerRecord | undefined> {
+    const key = ownerKey(actor);
+    const current = await this.#bucket.get(key, options);
+    return current ? decodeOwnerRecord(current.body, key) : undefined;
+  }
+
+  /**
    * Gives `hold` up: writes the record `released` at the same generation, on
    * condition that it is still the one the take wrote. A refusal means
    * another take already replaced it: nothing is left to release. A release

@@ -88,8 +88,8 @@ function headerPairs(headers: Headers): [string, string][] {
 export function createClientHandler(
   context: ClientHandlerContext,
 ): (request: Request) => Promise<Response> {
-  const withNode = (response: Response) => {
-    response.headers.set(NODE_HEADER, context.nodeId);
+  const withNode = (response: Response, node = context.nodeId) => {
+    response.headers.set(NODE_HEADER, node);
     return response;
   };
 
@@ -159,11 +159,13 @@ export function createClientHandler(
     const { status, headers, body: responseBody } = outcome.response;
     const nullBody = status === 204 || status === 304 || request.method === "HEAD";
     try {
+      // A forwarded answer names the node that ran the event.
       return withNode(
         new Response(nullBody ? null : responseBody as Uint8Array<ArrayBuffer>, {
           status,
           headers: new Headers(headers),
         }),
+        outcome.node,
       );
     } catch (error) {
       return withNode(

@@ -109,6 +109,8 @@ Deno.test("a node serves with its bucket on a real S3 server (moto)", async () =
       dataDir,
       "--bucket",
       `s3://${moto.bucket}/cluster-a`,
+      "--lease-ttl-secs",
+      "3",
     ]);
     try {
       assert.match(node.logs(), /bucket=s3:\/\/.*cluster-a/);

@@ -15,6 +15,14 @@ import { deletedKey } from "../../src/replication/history.ts";
 
 const TESTBED = ["--actor", `testbed=${TESTBED_WASM}`];
 
+/**
+ * A node of a cluster on loopback, with a short lease so its start check
+ * and a dead peer's fence take seconds (every lease timing derives from it).
+ */
+const node = (
+  id: string,
+) => ["--node-id", id, "--cluster-plaintext", "accept", "--lease-ttl-secs", "3"];
+
 const testbed = (name: string) => ({ tenant: "default", class: "testbed", name });
 const actorWalPrefix = (name: string) => walPrefixOf(testbed(name));
 const deletedKeyOf = (name: string) => deletedKey(testbed(name));
@@ -23,9 +31,22 @@ async function text(response: Response): Promise<string> {
   return (await response.text()).trim();
 }
 
-async function get(node: NodeProcess, path: string): Promise<[number, string]> {
-  const response = await fetch(`${node.url}${path}`);
+async function get(peer: NodeProcess, path: string): Promise<[number, string]> {
+  const response = await fetch(`${peer.url}${path}`);
   return [response.status, await text(response)];
+}
+
+/**
+ * GET until the answer is not a 503: after a node was killed its actors are
+ * held until a peer fences it (ttl + grace after its last write).
+ */
+async function getOnceFree(peer: NodeProcess, path: string): Promise<[number, string]> {
+  const deadline = Date.now() + 15_000;
+  while (true) {
+    const answer = await get(peer, path);
+    if (answer[0] !== 503 || Date.now() > deadline) return answer;
+    await new Promise((r) => setTimeout(r, 250));
+  }
 }
 
 /** A scratch directory on tmpfs when there is one: the file bucket fsyncs every object. */
@@ -66,7 +87,7 @@ for (const store of ["file", "moto"] as const) {
     const env = moto?.env ?? {};
     try {
       const a = await startNode(
-        [...TESTBED, "--node-id", "a", "--data-dir", `${dir}/a`, "--bucket", bucketUrl],
+        [...TESTBED, ...node("a"), "--data-dir", `${dir}/a`, "--bucket", bucketUrl],
         env,
       );
       try {
@@ -76,11 +97,11 @@ for (const store of ["file", "moto"] as const) {
         await a.killTree();
       }
       const b = await startNode(
-        [...TESTBED, "--node-id", "b", "--data-dir", `${dir}/b`, "--bucket", bucketUrl],
+        [...TESTBED, ...node("b"), "--data-dir", `${dir}/b`, "--bucket", bucketUrl],
         env,
       );
       try {
-        assert.deepEqual(await get(b, "/actor/testbed/keeper/rows"), [200, "2"]);
+        assert.deepEqual(await getOnceFree(b, "/actor/testbed/keeper/rows"), [200, "2"]);
         assert.match(b.logs(), /actor restored actor=default\/testbed\/keeper outcome=restored/);
       } finally {
         await b.stop();
@@ -140,7 +161,7 @@ Deno.test("a plain write is acknowledged before its upload and can be lost with 
   const bucketUrl = `s3://${moto.bucket}/window`;
   try {
     const a = await startNode(
-      [...TESTBED, "--node-id", "a", "--data-dir", `${dir}/a`, "--bucket", bucketUrl],
+      [...TESTBED, ...node("a"), "--data-dir", `${dir}/a`, "--bucket", bucketUrl],
       { ...moto.env, AWS_ENDPOINT: proxy.endpoint },
     );
     try {
@@ -163,13 +184,13 @@ Deno.test("a plain write is acknowledged before its upload and can be lost with 
       await a.killTree();
     }
     const b = await startNode(
-      [...TESTBED, "--node-id", "b", "--data-dir", `${dir}/b`, "--bucket", bucketUrl],
+      [...TESTBED, ...node("b"), "--data-dir", `${dir}/b`, "--bucket", bucketUrl],
       moto.env,
     );
     try {
       // The first durable write only: the plain write and the unanswered
       // durable one died with node a.
-      assert.deepEqual(await get(b, "/actor/testbed/window/rows"), [200, "1"]);
+      assert.deepEqual(await getOnceFree(b, "/actor/testbed/window/rows"), [200, "1"]);
     } finally {
       await b.stop();
     }
@@ -184,7 +205,14 @@ Deno.test("200 writes make a snapshot every 64 uploads; a restore reads the last
   const dir = await scratch();
   const bucketUrl = `file://${dir}/bucket`;
   try {
-    const a = await startNode([...TESTBED, "--data-dir", `${dir}/a`, "--bucket", bucketUrl]);
+    const a = await startNode([
+      ...TESTBED,
+      ...node("a"),
+      "--data-dir",
+      `${dir}/a`,
+      "--bucket",
+      bucketUrl,
+    ]);
     try {
       // Durable writes: each lands before the next, so each is one upload.
       for (let i = 0; i < 200; i++) {
@@ -220,7 +248,14 @@ Deno.test("200 writes make a snapshot every 64 uploads; a restore reads the last
     assert.ok(verified.ok, verified.output);
     await Deno.writeFile(`${dir}/independent.db`, verified.image!);
 
-    const b = await startNode([...TESTBED, "--data-dir", `${dir}/b`, "--bucket", bucketUrl]);
+    const b = await startNode([
+      ...TESTBED,
+      ...node("b"),
+      "--data-dir",
+      `${dir}/b`,
+      "--bucket",
+      bucketUrl,
+    ]);
     try {
       assert.deepEqual(await get(b, "/actor/testbed/many/rows"), [200, "200"]);
       assert.match(
@@ -246,6 +281,7 @@ Deno.test("retention 0 collects the history the rule allows and keeps what a res
   try {
     const a = await startNode([
       ...TESTBED,
+      ...node("a"),
       "--data-dir",
       `${dir}/a`,
       "--bucket",
@@ -278,7 +314,14 @@ Deno.test("retention 0 collects the history the rule allows and keeps what a res
       "0000000000000001/base",
     ]);
     await bucket.close();
-    const b = await startNode([...TESTBED, "--data-dir", `${dir}/b`, "--bucket", bucketUrl]);
+    const b = await startNode([
+      ...TESTBED,
+      ...node("b"),
+      "--data-dir",
+      `${dir}/b`,
+      "--bucket",
+      bucketUrl,
+    ]);
     try {
       assert.deepEqual(await get(b, "/actor/testbed/short/rows"), [200, "70"]);
     } finally {
@@ -293,7 +336,14 @@ Deno.test("a deleted actor stays deleted on another node, and its history is era
   const dir = await scratch();
   const bucketUrl = `file://${dir}/bucket`;
   try {
-    const a = await startNode([...TESTBED, "--data-dir", `${dir}/a`, "--bucket", bucketUrl]);
+    const a = await startNode([
+      ...TESTBED,
+      ...node("a"),
+      "--data-dir",
+      `${dir}/a`,
+      "--bucket",
+      bucketUrl,
+    ]);
     try {
       assert.deepEqual(await get(a, "/actor/testbed/gone/insert?one"), [200, "1"]);
       assert.deepEqual(await get(a, "/actor/testbed/gone/insert?two"), [200, "1"]);
@@ -313,7 +363,14 @@ Deno.test("a deleted actor stays deleted on another node, and its history is era
     assert.ok(keys.every((key) => key.includes("/0000000000000001-")), keys.join());
     await bucket.close();
 
-    const b = await startNode([...TESTBED, "--data-dir", `${dir}/b`, "--bucket", bucketUrl]);
+    const b = await startNode([
+      ...TESTBED,
+      ...node("b"),
+      "--data-dir",
+      `${dir}/b`,
+      "--bucket",
+      bucketUrl,
+    ]);
     try {
       assert.deepEqual(await get(b, "/actor/testbed/gone/rows"), [200, "0"]);
     } finally {
@@ -327,7 +384,7 @@ Deno.test("a deleted actor stays deleted on another node, and its history is era
 Deno.test("a corrupted LTX file in the bucket answers 500 and leaves the local file untouched", async () => {
   const dir = await scratch();
   const bucketUrl = `file://${dir}/bucket`;
-  const args = [...TESTBED, "--data-dir", `${dir}/a`, "--bucket", bucketUrl];
+  const args = [...TESTBED, ...node("a"), "--data-dir", `${dir}/a`, "--bucket", bucketUrl];
   try {
     const a = await startNode(args);
     try {

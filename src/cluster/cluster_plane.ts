@@ -1,0 +1,191 @@
+/**
+ * A node's part in a cluster: its lease (after the node id check), its view
+ * of the other nodes with the fencing duty, where requests for actors go,
+ * and the forwarding of those another live node holds.
+ *
+ * @module
+ */
+
+import type { Bucket } from "../bucket/bucket.ts";
+import type { ActorId } from "../bucket/keys.ts";
+import type { Clock } from "../time/clock.ts";
+import type { Logger } from "../log.ts";
+import type { ActorRequest, ActorResponse } from "../actors/protocol.ts";
+import { checkNodeId } from "./node_id_check.ts";
+import { NodeLease, type NodeLeaseLost } from "./node_lease.ts";
+import { Membership } from "./membership.ts";
+import type { LeaseTiming } from "./lease_timing.ts";
+import type { OwnerRecord, OwnershipRecords } from "./ownership.ts";
+import { type Route, routeRequest } from "./router.ts";
+import { Forwarder } from "../http/forward.ts";
+
+/** Options of {@linkcode ClusterPlane.start}. */
+export interface ClusterPlaneOptions {
+  bucket: Bucket;
+  clock: Clock;
+  log: Logger;
+  nodeId: string;
+  processToken: string;
+  timing: LeaseTiming;
+  /** The URL peers forward requests to. */
+  address: string;
+  /** The WasmKeep version, published in the heartbeat. */
+  version: string;
+  ownership: OwnershipRecords;
+  /** Whether this node holds the actor now. */
+  holdsHere: (actor: ActorId) => boolean;
+  /** The lease became valid (true) or stopped being valid (false). */
+  onLeaseChange: (valid: boolean) => void;
+  /** Another writer took this node's lease: the node must stop. */
+  onLeaseLost: (reason: NodeLeaseLost) => void;
+  /** Abandons the start (the node id check waits up to ttl + grace). */
+  signal?: AbortSignal;
+}
+
+/** How a forwarded request ended, as an event outcome with the node that answered. */
+export type ForwardOutcome =
+  | { kind: "response"; response: ActorResponse; node: string }
+  | { kind: "failed"; status: number; message: string };
+
+/**
+ * The cluster side of a node.
+ *
+ * @example
+ * ```ts ignore
+ * const plane = await ClusterPlane.start({ ...options });
+ * const route = await plane.route(actor, false);
+ * await plane.stop();
+ * ```
+ */
+export class ClusterPlane {
+  private constructor(
+    readonly lease: NodeLease,
+    readonly membership: Membership,
+    readonly forwarder: Forwarder,
+    readonly options: ClusterPlaneOptions,
+  ) {}
+
+  /**
+   * Checks the node id (the spec's "Flags": up to ttl + grace), writes the
+   * first heartbeat and starts watching the other nodes. Throws
+   * `NodeIdInUse` when another process runs with this id.
+   */
+  static async start(options: ClusterPlaneOptions): Promise<ClusterPlane> {
+    const { bucket, clock, log, nodeId, processToken, timing } = options;
+    const checked = await checkNodeId({
+      bucket,
+      clock,
+      log,
+      nodeId,
+      timing,
+      signal: options.signal,
+    });
+    const lease = new NodeLease({
+      bucket,
+      clock,
+      log,
+      nodeId,
+      processToken,
+      timing,
+      describe: () => ({
+        address: options.address,
+        readsSecrets: false,
+        takesMoved: false,
+        version: options.version,
+        state: "serving",
+      }),
+      onChange: options.onLeaseChange,
+      onLost: options.onLeaseLost,
+    });
+    const membership = new Membership({ bucket, clock, log, nodeId, timing, ownLease: lease });
+    const forwarder = new Forwarder({ nodeId, clock });
+    await lease.start(checked);
+    return new ClusterPlane(lease, membership, forwarder, options);
+  }
+
+  /** Whether this node's lease is valid: it may run events only then. */
+  valid(): boolean {
+    return this.lease.valid();
+  }
+
+  /**
+   * Whether an actor whose record names another node is free to take: that
+   * node's heartbeat says released or fenced. A node that is merely not
+   * live keeps its actors until a fence frees them.
+   */
+  canTakeFrom(record: OwnerRecord): boolean {
+    return this.membership.isGone(record.node);
+  }
+
+  /** Where a request for `actor` goes; `forwarded` when another node sent it here. */
+  route(actor: ActorId, forwarded: boolean): Promise<Route> {
+    return routeRequest(
+      {
+        nodeId: this.options.nodeId,
+        holdsHere: this.options.holdsHere,
+        readRecord: (a) => this.options.ownership.read(a),
+        isLive: (node) => this.membership.isLive(node),
+        isGone: (node) => this.membership.isGone(node),
+        addressOf: (node) => this.membership.peer(node)?.heartbeat?.address,
+      },
+      actor,
+      forwarded,
+    );
+  }
+
+  /**
+   * Sends a request on to the node that holds its actor, once. A failure
+   * after the request may have been written is never resent: the spec's
+   * 503 "the actor's node did not answer; retry", or 504 after 30 s.
+   */
+  async forward(
+    address: string,
+    node: string,
+    actor: ActorId,
+    request: ActorRequest,
+  ): Promise<ForwardOutcome> {
+    const path = `/actor/${encodeURIComponent(actor.class)}/${encodeURIComponent(actor.name)}${
+      request.path === "/" ? "" : request.path
+    }${request.query ? `?${request.query}` : ""}`;
+    const result = await this.forwarder.forward(address, {
+      method: request.method,
+      path,
+      headers: request.headers,
+      body: request.body,
+    });
+    if (result.kind === "response") {
+      const answered = result.headers.find(([name]) => name === "x-wasmkeep-node")?.[1] ?? node;
+      return {
+        kind: "response",
+        node: answered,
+        response: {
+          status: result.status,
+          headers: result.headers.filter(([name]) =>
+            name !== "x-wasmkeep-node" && name !== "content-length"
+          ),
+          body: result.body,
+        },
+      };
+    }
+    if (result.kind === "timeout") {
+      return {
+        kind: "failed",
+        status: 504,
+        message: `the actor's node ${node} did not answer within 30 s`,
+      };
+    }
+    this.options.log.warn("forwarding failed", { node, address, reason: result.reason });
+    return { kind: "failed", status: 503, message: "the actor's node did not answer; retry" };
+  }
+
+  /**
+   * After the node released its actors: writes the heartbeat `released`
+   * and stops watching.
+   */
+  async stop(): Promise<void> {
+    this.membership.close();
+    await this.lease.release().catch(() => false);
+    this.lease.close();
+    await this.forwarder.close();
+  }
+}

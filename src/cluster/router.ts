@@ -1,0 +1,85 @@
+/**
+ * Where a request for an actor runs: here, on the live node that holds it
+ * (forwarded once), or nowhere yet (its holder is neither live nor freed by
+ * a fence or a release). The spec's "How it works": "A request that reaches
+ * a node not holding the actor is forwarded once to the node the record
+ * names, if that node is live."
+ *
+ * @module
+ */
+
+import type { ActorId } from "../bucket/keys.ts";
+import type { OwnerRecord } from "./ownership.ts";
+
+/** What the router needs to know of the cluster. */
+export interface RouterView {
+  /** This node's id. */
+  nodeId: string;
+  /** Whether this node holds the actor now (resident, with a hold). */
+  holdsHere(actor: ActorId): boolean;
+  /** The actor's ownership record, `undefined` when it has none. */
+  readRecord(actor: ActorId): Promise<OwnerRecord | undefined>;
+  /** Whether a node's heartbeat is live. */
+  isLive(nodeId: string): boolean;
+  /** Whether a node's heartbeat says released or fenced: its actors are free. */
+  isGone(nodeId: string): boolean;
+  /** The address a live node forwards to (its heartbeat's `--advertise`). */
+  addressOf(nodeId: string): string | undefined;
+}
+
+/** Where a request goes. */
+export type Route =
+  | { kind: "local" }
+  | { kind: "forward"; node: string; address: string }
+  | {
+    kind: "unavailable";
+    /** The node the record names. */
+    node: string;
+    message: string;
+    /**
+     * The holder is gone or going (not live, not freed yet): a GET or HEAD
+     * may be kept until the takeover (failover wait).
+     */
+    ownerDown: boolean;
+  };
+
+/**
+ * Decides where a request for `actor` runs. `forwarded`: another node sent
+ * it here already, so it is never sent on.
+ *
+ * @example
+ * ```ts ignore
+ * const route = await routeRequest(view, actor, false);
+ * if (route.kind === "forward") await forward(route.address, request);
+ * ```
+ */
+export async function routeRequest(
+  view: RouterView,
+  actor: ActorId,
+  forwarded: boolean,
+): Promise<Route> {
+  if (view.holdsHere(actor)) return { kind: "local" };
+  const record = await view.readRecord(actor);
+  if (!record || record.state === "released" || record.node === view.nodeId) {
+    return { kind: "local" };
+  }
+  if (view.isGone(record.node)) return { kind: "local" };
+  if (view.isLive(record.node)) {
+    const address = view.addressOf(record.node);
+    if (forwarded || !address) {
+      return {
+        kind: "unavailable",
+        node: record.node,
+        message: `the actor is held by node ${record.node}; retry`,
+        ownerDown: false,
+      };
+    }
+    return { kind: "forward", node: record.node, address };
+  }
+  return {
+    kind: "unavailable",
+    node: record.node,
+    message: `the actor's node ${record.node} is not reachable; retry`,
+    ownerDown: true,
+  };
+}
