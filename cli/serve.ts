@@ -302,7 +302,9 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
   if (plaintext !== "refuse" && plaintext !== "accept") {
     throw new UsageError(`--cluster-plaintext must be refuse or accept, not '${plaintext}'`);
   }
-  if (flags["node-id"] !== undefined && plaintext === "refuse") {
+  const bucketUrl = flags.bucket as string | undefined;
+  // A node on its embedded bucket talks to no other node.
+  if (flags["node-id"] !== undefined && bucketUrl !== undefined && plaintext === "refuse") {
     throw new UsageError(
       "--node-id without --cluster-listen needs --cluster-plaintext accept: with refuse (the default) nodes talk only over the cluster listener, which this version does not have yet",
     );
@@ -324,7 +326,6 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
   if (abi !== "auto" && abi !== "jco") {
     throw new UsageError(`--abi must be auto or jco, not '${abi}'`);
   }
-  const bucketUrl = flags.bucket as string | undefined;
   if (bucketUrl !== undefined && !/^(s3|file):\/\/./.test(bucketUrl)) {
     throw new UsageError(
       `--bucket must be s3://BUCKET[/PREFIX] or file://PATH, not '${bucketUrl}'`,

@@ -94,7 +94,11 @@ export async function startNode(
   try {
     url = await listening.promise;
   } catch (error) {
-    child.kill("SIGKILL");
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      // It exited by itself.
+    }
     await child.status;
     await reading;
     throw error;
