@@ -15,6 +15,8 @@ import { checkNodeId } from "./node_id_check.ts";
 import { NodeLease, type NodeLeaseLost } from "./node_lease.ts";
 import { Membership } from "./membership.ts";
 import type { LeaseTiming } from "./lease_timing.ts";
+import { decodeHeartbeat, type Heartbeat, isLive } from "./heartbeat.ts";
+import { nodeKey } from "../bucket/keys.ts";
 import type { OwnerRecord, OwnershipRecords } from "./ownership.ts";
 import { type Route, routeRequest } from "./router.ts";
 import { Forwarder } from "../http/forward.ts";
@@ -100,6 +102,8 @@ export class ClusterPlane {
     const membership = new Membership({ bucket, clock, log, nodeId, timing, ownLease: lease });
     const forwarder = new Forwarder({ nodeId, clock });
     await lease.start(checked);
+    // Ready with a view of the other nodes, not the empty one of a start.
+    await membership.refresh();
     return new ClusterPlane(lease, membership, forwarder, options);
   }
 
@@ -117,16 +121,54 @@ export class ClusterPlane {
     return this.membership.isGone(record.node);
   }
 
-  /** Where a request for `actor` goes; `forwarded` when another node sent it here. */
-  route(actor: ActorId, forwarded: boolean): Promise<Route> {
+  /**
+   * Where a request for `actor` goes; `forwarded` when another node sent it
+   * here. A holder that does not look live in the view is looked up once
+   * more, by a read of its heartbeat: the view can be a period old, and the
+   * holder may have just started.
+   */
+  async route(actor: ActorId, forwarded: boolean): Promise<Route> {
+    const route = await this.#route(actor, forwarded);
+    if (route.kind !== "unavailable" || !route.ownerDown) return route;
+    const heartbeat = await this.#readHeartbeat(route.node);
+    return await this.#route(actor, forwarded, heartbeat && { node: route.node, heartbeat });
+  }
+
+  async #readHeartbeat(node: string): Promise<Heartbeat | undefined> {
+    try {
+      const object = await this.options.bucket.get(nodeKey(node));
+      return object ? decodeHeartbeat(object.body, nodeKey(node)) : undefined;
+    } catch (error) {
+      this.options.log.debug("could not read a holder's heartbeat", {
+        node,
+        error: String(error),
+      });
+      return undefined;
+    }
+  }
+
+  #route(
+    actor: ActorId,
+    forwarded: boolean,
+    fresh?: { node: string; heartbeat: Heartbeat },
+  ): Promise<Route> {
+    const { ttlMs } = this.options.timing;
+    const heartbeatOf = (node: string) =>
+      fresh?.node === node ? fresh.heartbeat : this.membership.peer(node)?.heartbeat;
     return routeRequest(
       {
         nodeId: this.options.nodeId,
         holdsHere: this.options.holdsHere,
         readRecord: (a) => this.options.ownership.read(a),
-        isLive: (node) => this.membership.isLive(node),
-        isGone: (node) => this.membership.isGone(node),
-        addressOf: (node) => this.membership.peer(node)?.heartbeat?.address,
+        isLive: (node) => {
+          const heartbeat = heartbeatOf(node);
+          return heartbeat !== undefined && isLive(heartbeat, this.options.clock.now(), ttlMs);
+        },
+        isGone: (node) => {
+          const lease = heartbeatOf(node)?.lease;
+          return lease === "released" || lease === "fenced";
+        },
+        addressOf: (node) => heartbeatOf(node)?.address,
       },
       actor,
       forwarded,

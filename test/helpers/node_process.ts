@@ -37,9 +37,11 @@ const START_TIMEOUT_MS = 30_000;
 /** Runs the CLI to completion and returns its status and output. */
 export async function runWasmkeep(
   args: string[],
+  env: Record<string, string> = {},
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   const output = await new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", MAIN, ...args],
+    env,
     stdout: "piped",
     stderr: "piped",
   }).output();

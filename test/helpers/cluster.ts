@@ -1,0 +1,83 @@
+/**
+ * Helpers for tests that run several nodes on one bucket.
+ *
+ * @module
+ */
+
+import { type NodeProcess, runWasmkeep, startNode } from "./node_process.ts";
+
+/** A scratch directory on tmpfs when there is one: the file bucket fsyncs every object. */
+export async function scratchDir(prefix: string): Promise<string> {
+  try {
+    return await Deno.makeTempDir({ dir: "/dev/shm", prefix });
+  } catch {
+    return await Deno.makeTempDir({ prefix });
+  }
+}
+
+/**
+ * The flags of cluster node `id`: plain HTTP between nodes, and a lease ttl
+ * (every lease timing derives from it; 3 s makes a start check 4.5 s).
+ */
+export function nodeFlags(id: string, leaseTtlSecs = 3): string[] {
+  return [
+    "--node-id",
+    id,
+    "--cluster-plaintext",
+    "accept",
+    "--lease-ttl-secs",
+    String(leaseTtlSecs),
+  ];
+}
+
+/** Starts node `id` serving `actors` on `bucketUrl`, its data under `dir/<id>`. */
+export function startClusterNode(
+  id: string,
+  dir: string,
+  bucketUrl: string,
+  actors: string[],
+  options: { leaseTtlSecs?: number; env?: Record<string, string>; extra?: string[] } = {},
+): Promise<NodeProcess> {
+  return startNode(
+    [
+      ...actors,
+      ...nodeFlags(id, options.leaseTtlSecs),
+      "--data-dir",
+      `${dir}/${id}`,
+      "--bucket",
+      bucketUrl,
+      ...(options.extra ?? []),
+    ],
+    options.env,
+  );
+}
+
+/** One request's status, body (trimmed) and the node that answered. */
+export interface Answer {
+  status: number;
+  body: string;
+  node: string | null;
+  retryAfter: string | null;
+}
+
+/** Sends one request and reads the whole answer. */
+export async function request(
+  url: string,
+  init: RequestInit = {},
+): Promise<Answer> {
+  const response = await fetch(url, init);
+  return {
+    status: response.status,
+    body: (await response.text()).trim(),
+    node: response.headers.get("x-wasmkeep-node"),
+    retryAfter: response.headers.get("retry-after"),
+  };
+}
+
+/** Runs `wasmkeep cluster status` on a bucket; returns its exit code and output. */
+export async function clusterStatus(
+  bucketUrl: string,
+  env: Record<string, string> = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  return await runWasmkeep(["cluster", "status", "--bucket", bucketUrl], env);
+}

@@ -1,0 +1,127 @@
+/**
+ * Several real nodes on one bucket (issue 5): forwarding, clean stops, a
+ * duplicate node id, and `cluster status` over what they wrote.
+ */
+
+import assert from "node:assert/strict";
+import { COUNTER_WASM } from "../helpers/node_process.ts";
+import { startMoto } from "../helpers/moto.ts";
+import { clusterStatus, request, scratchDir, startClusterNode } from "../helpers/cluster.ts";
+import { startNode } from "../helpers/node_process.ts";
+
+const COUNTER = ["--actor", `counter=${COUNTER_WASM}`];
+
+for (const store of ["file", "moto"] as const) {
+  Deno.test(`try it locally: a POST to a then to b counts 1 then 2, b forwarding to a; a clean stop hands the actor to b at once (${store} bucket)`, async () => {
+    const dir = await scratchDir("wk-cluster-");
+    const moto = store === "moto" ? await startMoto() : undefined;
+    const bucketUrl = moto ? `s3://${moto.bucket}/demo` : `file://${dir}/bucket`;
+    const env = moto?.env;
+    try {
+      const [a, b] = await Promise.all([
+        startClusterNode("a", dir, bucketUrl, COUNTER, { env }),
+        startClusterNode("b", dir, bucketUrl, COUNTER, { env }),
+      ]);
+      let aStopped = false;
+      try {
+        const first = await request(`${a.url}/actor/counter/alice`, { method: "POST" });
+        assert.deepEqual([first.status, first.body, first.node], [200, "1", "a"]);
+        const second = await request(`${b.url}/actor/counter/alice`, { method: "POST" });
+        assert.deepEqual([second.status, second.body, second.node], [200, "2", "a"]);
+
+        // A clean stop releases the actor: b takes it with the next request.
+        await a.stop();
+        aStopped = true;
+        const started = performance.now();
+        const third = await request(`${b.url}/actor/counter/alice`, { method: "POST" });
+        assert.deepEqual([third.status, third.body, third.node], [200, "3", "b"]);
+        assert.ok(performance.now() - started < 3000, "served at once, not after a fence");
+        assert.match(a.logs(), /node stopped/);
+
+        const status = await clusterStatus(bucketUrl, env);
+        assert.equal(status.code, 0, status.stderr);
+        assert.match(status.stdout, /^a\s+no \(released\)/m);
+        assert.match(status.stdout, /^b\s+yes/m);
+      } finally {
+        if (!aStopped) await a.stop();
+        await b.stop();
+      }
+      const none = await clusterStatus(bucketUrl, env);
+      assert.equal(none.code, 1, "no live node");
+      assert.match(none.stdout, /^b\s+no \(released\)/m);
+    } finally {
+      await moto?.stop();
+      await Deno.remove(dir, { recursive: true });
+    }
+  });
+}
+
+Deno.test("a second process with the same node id is refused, naming the first one's address", async () => {
+  const dir = await scratchDir("wk-cluster-");
+  const bucketUrl = `file://${dir}/bucket`;
+  try {
+    const first = await startClusterNode("same", dir, bucketUrl, COUNTER);
+    try {
+      await assert.rejects(
+        () =>
+          startNode([
+            ...COUNTER,
+            "--node-id",
+            "same",
+            "--cluster-plaintext",
+            "accept",
+            "--lease-ttl-secs",
+            "3",
+            "--data-dir",
+            `${dir}/same-2`,
+            "--bucket",
+            bucketUrl,
+          ]),
+        (error: Error) => {
+          assert.match(error.message, /exited before listening|did not listen/);
+          assert.ok(error.message.includes(first.url), error.message);
+          return true;
+        },
+      );
+      // The first one still serves.
+      const answer = await request(`${first.url}/actor/counter/x`, { method: "POST" });
+      assert.deepEqual([answer.status, answer.node], [200, "same"]);
+    } finally {
+      await first.stop();
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a fenced node is shown fenced, and stops at its next heartbeat write", async () => {
+  const dir = await scratchDir("wk-cluster-");
+  const bucketUrl = `file://${dir}/bucket`;
+  try {
+    const a = await startClusterNode("fenced", dir, bucketUrl, COUNTER);
+    try {
+      const fence = await new Deno.Command(Deno.execPath(), {
+        args: ["run", "-A", "main.ts", "cluster", "fence", "fenced", "--bucket", bucketUrl],
+        cwd: new URL("../../", import.meta.url).pathname,
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      assert.equal(fence.code, 0, new TextDecoder().decode(fence.stderr));
+      // Its next write (within a period, 0.9 s) finds the fence and it stops.
+      const deadline = Date.now() + 5000;
+      while (!/another writer took this node's lease/.test(a.logs()) && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.match(a.logs(), /another writer took this node's lease/);
+      const status = await a.stop();
+      assert.equal(status.code, 1, "serve exits with an error after losing its lease");
+      const shown = await clusterStatus(bucketUrl);
+      assert.equal(shown.code, 1);
+      assert.match(shown.stdout, /^fenced\s+no \(fenced\)/m);
+    } finally {
+      await a.stop().catch(() => {});
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
