@@ -62,3 +62,25 @@ export function maxOpenDatabases(fileLimit: number): number {
   const byFiles = Math.floor(fileLimit * DATABASE_SHARE_OF_OPEN_FILES / FILES_PER_DATABASE);
   return Math.max(1, Math.min(MAX_OPEN_DATABASES, byFiles));
 }
+
+/**
+ * Open files the main process keeps for other than client connections:
+ * connections to peers (the forwarder's own bound), the bucket, the
+ * executors' sockets, listeners and logs.
+ */
+export const RESERVED_FILES_FOR_MAIN = 1024 + 256;
+
+/**
+ * Client connections a node serves at once: `--max-connections`, lowered to
+ * what the open-file limit leaves after {@linkcode RESERVED_FILES_FOR_MAIN}.
+ *
+ * @example
+ * ```ts
+ * import { maxClientConnections } from "./limits.ts";
+ * maxClientConnections(10_000, 20_000); // 10000
+ * maxClientConnections(10_000, 1024); // 0
+ * ```
+ */
+export function maxClientConnections(requested: number, fileLimit: number): number {
+  return Math.max(0, Math.min(requested, fileLimit - RESERVED_FILES_FOR_MAIN));
+}

@@ -14,7 +14,7 @@ import { type ActorKey, DEFAULT_TENANT } from "./actors/key.ts";
 import type { ActorRequest, ExecutorClass } from "./actors/protocol.ts";
 import type { EventOutcome } from "./actors/executor_pool.ts";
 import { createClientHandler } from "./http/client_handler.ts";
-import { maxOpenDatabases, openFileLimit } from "./limits.ts";
+import { maxClientConnections, maxOpenDatabases, openFileLimit } from "./limits.ts";
 import { type Bucket, openBucket, probeBucket } from "./bucket/mod.ts";
 import { MetricsRegistry } from "./metrics/registry.ts";
 import { type Hold, OwnershipRecords } from "./cluster/ownership.ts";
@@ -22,6 +22,7 @@ import { ClusterPlane } from "./cluster/cluster_plane.ts";
 import { leaseTiming } from "./cluster/lease_timing.ts";
 import { NodeIdInUse } from "./cluster/node_id_check.ts";
 import { FORWARDED_BY_HEADER } from "./http/forward.ts";
+import { FailoverWaits } from "./cluster/failover_wait.ts";
 import { VERSION } from "./version.ts";
 
 /** One actor class given to the node. */
@@ -143,6 +144,7 @@ export class NodeStartError extends Error {
 export class WasmKeepNode {
   #notReady: string | undefined = "starting";
   #plane: { current?: ClusterPlane } = {};
+  #waits: FailoverWaits | undefined;
   #ownership!: OwnershipRecords;
   #processToken = "";
   readonly #failed = Promise.withResolvers<never>();
@@ -282,6 +284,30 @@ export class WasmKeepNode {
 
     /** The cluster side, once the node id check passed (cluster mode only). */
     const plane: { current?: ClusterPlane } = {};
+    const maxConnections = maxClientConnections(
+      options.cluster?.maxConnections ?? NODE_DEFAULTS.maxConnections,
+      fileLimit,
+    );
+    if (options.cluster && maxConnections < options.cluster.maxConnections) {
+      log.warn("--max-connections lowered to fit the open-file limit", {
+        requested: options.cluster.maxConnections,
+        max_connections: maxConnections,
+        open_file_limit: fileLimit,
+      });
+    }
+    let requestsUnderWay = 0;
+    const waits = new FailoverWaits({
+      clock,
+      random,
+      maxWaitMs: options.cluster?.failoverWaitMs ?? 0,
+      maxKept: Math.floor(maxConnections / 4),
+      count: (outcome) =>
+        metrics.counter(
+          "wasmkeep_failover_waits_total",
+          "Requests kept until their actor's takeover, by how the wait ended.",
+          { outcome },
+        ),
+    });
     const classNames = new Set(classes.map((c) => c.className));
     // One bound counter per class and status class, made on first use.
     const eventCounters = new Map<string, (by?: number) => void>();
@@ -299,7 +325,11 @@ export class WasmKeepNode {
       }
       increment();
     };
-    const route = async (key: ActorKey, request: ActorRequest): Promise<EventOutcome> => {
+    const route = async (
+      key: ActorKey,
+      request: ActorRequest,
+      signal?: AbortSignal,
+    ): Promise<EventOutcome> => {
       const cluster = plane.current;
       if (!cluster) return await host.dispatch(key, request);
       if (!cluster.valid()) {
@@ -326,10 +356,66 @@ export class WasmKeepNode {
       if (where.kind === "forward") {
         return await cluster.forward(where.address, where.node, key, request);
       }
-      return { kind: "failed", status: 503, message: where.message };
+      const unreachable: EventOutcome = { kind: "failed", status: 503, message: where.message };
+      // Only what cannot have run yet and does no harm late is kept: a GET
+      // or HEAD without a body that came from outside.
+      const keepable = where.ownerDown && !forwarded && request.body.length === 0 &&
+        (request.method === "GET" || request.method === "HEAD");
+      if (!keepable) return unreachable;
+      const holder = where.node;
+      const kept = await waits.keep<EventOutcome>(
+        `${key.tenant}/${key.class}/${key.name}`,
+        signal,
+        async () => {
+          if (!cluster.valid()) {
+            return { wait: false, outcome: "lease_lost", value: notReachable() };
+          }
+          // While the holder's heartbeat is only stale, no bucket request:
+          // the fence (this node's or a peer's, seen at a listing) frees it.
+          const view = cluster.membership;
+          if (!view.isGone(holder) && !view.isLive(holder)) return { wait: true };
+          const next = await cluster.route(key, false).catch(() => undefined);
+          if (!next || (next.kind === "unavailable" && next.ownerDown)) return { wait: true };
+          if (next.kind === "local") {
+            return { wait: false, outcome: "served", value: await host.dispatch(key, request) };
+          }
+          if (next.kind === "forward") {
+            return {
+              wait: false,
+              outcome: "forwarded",
+              value: await cluster.forward(next.address, next.node, key, request),
+            };
+          }
+          return {
+            wait: false,
+            outcome: "forwarded",
+            value: { kind: "failed", status: 503, message: next.message },
+          };
+        },
+        () => notReachable(),
+      );
+      return kept ?? notReachable();
     };
-    const dispatch = async (key: ActorKey, request: ActorRequest) => {
-      const outcome = await route(key, request);
+    const notReachable = (): EventOutcome => ({
+      kind: "failed",
+      status: 503,
+      message: "the actor's node is not reachable; retry",
+    });
+    const dispatch = async (key: ActorKey, request: ActorRequest, signal?: AbortSignal) => {
+      if (requestsUnderWay >= maxConnections) {
+        return {
+          kind: "failed" as const,
+          status: 503,
+          message: `this node serves ${maxConnections} requests at once (--max-connections); retry`,
+        };
+      }
+      requestsUnderWay++;
+      let outcome: EventOutcome;
+      try {
+        outcome = await route(key, request, signal);
+      } finally {
+        requestsUnderWay--;
+      }
       countEvent(key.class, outcome.kind === "response" ? outcome.response.status : outcome.status);
       return outcome;
     };
@@ -387,6 +473,7 @@ export class WasmKeepNode {
       open_file_limit: fileLimit,
     });
     node.#plane = plane;
+    node.#waits = waits;
     node.#ownership = ownership;
     node.#processToken = processToken;
     node.whenReady = node.#probe(bucketUrl, random);
@@ -516,6 +603,8 @@ export class WasmKeepNode {
     this.#stopping ??= (async () => {
       this.log.info("node stopping", { node: this.options.nodeId, in_flight: this.host.inFlight });
       this.#probeAbort.abort(new Error("the node is stopping"));
+      // Kept requests get their 503 now: this node takes nothing over any more.
+      this.#waits?.stop();
       const serverDone = this.server.shutdown();
       const drained = await this.host.drain(this.options.stopGraceMs);
       if (!drained) this.log.warn("events still under way at the end of the stop grace period");

@@ -21,7 +21,8 @@ export interface ClientHandlerContext {
   hasClass(name: string): boolean;
   /** Why the node is not ready, or `undefined` when it is. */
   notReadyReason(): string | undefined;
-  dispatch(key: ActorKey, request: ActorRequest): Promise<EventOutcome>;
+  /** `signal` aborts when the client leaves (a failover wait drops the request then). */
+  dispatch(key: ActorKey, request: ActorRequest, signal?: AbortSignal): Promise<EventOutcome>;
   /** The metrics in the Prometheus text format. */
   renderMetrics(): string;
 }
@@ -151,7 +152,7 @@ export function createClientHandler(
       query: url.search.slice(1),
       headers: headerPairs(request.headers),
       body,
-    });
+    }, request.signal);
     if (outcome.kind === "failed") {
       const headers: Record<string, string> = outcome.status === 503 ? { "retry-after": "1" } : {};
       return withNode(textResponse(outcome.status, outcome.message, headers));

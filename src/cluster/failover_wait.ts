@@ -1,0 +1,154 @@
+/**
+ * Failover waits (the spec's "When a node dies: what a caller sees"): a GET
+ * or HEAD without a body for an actor whose node died or is stopping is kept
+ * until another node took the actor over, instead of a 503 the caller would
+ * have to retry. The takeover itself is the ordinary one: the wait only
+ * saves the retries.
+ *
+ * @module
+ */
+
+import type { Clock, Random } from "../time/clock.ts";
+
+/** Kept requests per actor at most; more get the 503 at once. */
+export const MAX_KEPT_PER_ACTOR = 64;
+
+/** A kept request looks at its actor again about this often. */
+export const KEPT_CHECK_MS = 1000;
+
+/** How a kept request ended (the `outcome` label of `wasmkeep_failover_waits_total`). */
+export type WaitOutcome =
+  | "served"
+  | "forwarded"
+  | "timeout"
+  | "stopping"
+  | "lease_lost"
+  | "client_gone"
+  | "over_cap";
+
+/** What a look at the actor found: keep waiting, or the answer. */
+export type WaitCheck<T> = { wait: true } | { wait: false; outcome: WaitOutcome; value: T };
+
+/** Options of {@linkcode FailoverWaits}. */
+export interface FailoverWaitsOptions {
+  clock: Clock;
+  random: Random;
+  /** How long a request is kept at most (`--failover-wait-secs`). */
+  maxWaitMs: number;
+  /** Requests kept at once on the node: a quarter of its connection limit. */
+  maxKept: number;
+  /** Counts each ended wait by outcome. */
+  count: (outcome: WaitOutcome) => void;
+}
+
+/**
+ * The node's kept requests, bounded in all and per actor.
+ *
+ * @example
+ * ```ts ignore
+ * const waits = new FailoverWaits({ clock, random, maxWaitMs: 25_000, maxKept: 2500, count });
+ * const answer = await waits.keep("default/counter/alice", request.signal, check, giveUp);
+ * ```
+ */
+export class FailoverWaits {
+  readonly #o: FailoverWaitsOptions;
+  readonly #perActor = new Map<string, number>();
+  #kept = 0;
+  #stopping = false;
+  readonly #stop = new AbortController();
+
+  constructor(options: FailoverWaitsOptions) {
+    this.#o = options;
+  }
+
+  /** Requests kept now. */
+  get kept(): number {
+    return this.#kept;
+  }
+
+  /** Whether a request can be kept at all (the wait is on, and its quarter is not zero). */
+  get enabled(): boolean {
+    return this.#o.maxWaitMs > 0 && this.#o.maxKept > 0 && !this.#stopping;
+  }
+
+  /**
+   * Keeps a request for `actor` until `check` gives an answer, the wait runs
+   * out, the node stops, or the client leaves (`signal`). The first look
+   * comes after a random part of a second, so the requests kept for
+   * different actors are spread over it, then one a second. `giveUp` makes
+   * the answer of a wait that ended without one (`timeout`, `stopping`,
+   * `lease_lost`, `over_cap`); a client that left gets `undefined`.
+   */
+  async keep<T>(
+    actor: string,
+    signal: AbortSignal | undefined,
+    check: () => Promise<WaitCheck<T>>,
+    giveUp: (outcome: WaitOutcome) => T,
+  ): Promise<T | undefined> {
+    const perActor = this.#perActor.get(actor) ?? 0;
+    if (!this.enabled || this.#kept >= this.#o.maxKept || perActor >= MAX_KEPT_PER_ACTOR) {
+      this.#o.count("over_cap");
+      return giveUp("over_cap");
+    }
+    this.#kept++;
+    this.#perActor.set(actor, perActor + 1);
+    const end = (outcome: WaitOutcome) => {
+      this.#o.count(outcome);
+      return outcome;
+    };
+    try {
+      const { clock } = this.#o;
+      const deadline = clock.monotonic() + this.#o.maxWaitMs;
+      let delay = Math.floor(this.#o.random.next() * KEPT_CHECK_MS);
+      while (true) {
+        const left = deadline - clock.monotonic();
+        if (left <= 0) return giveUp(end("timeout"));
+        const waited = await this.#sleep(Math.min(delay, left), signal);
+        if (waited === "client_gone") {
+          end("client_gone");
+          return undefined;
+        }
+        if (waited === "stopping") return giveUp(end("stopping"));
+        const looked = await check();
+        if (!looked.wait) {
+          end(looked.outcome);
+          return looked.value;
+        }
+        delay = KEPT_CHECK_MS;
+      }
+    } finally {
+      this.#kept--;
+      const left = (this.#perActor.get(actor) ?? 1) - 1;
+      if (left === 0) this.#perActor.delete(actor);
+      else this.#perActor.set(actor, left);
+    }
+  }
+
+  async #sleep(
+    ms: number,
+    signal: AbortSignal | undefined,
+  ): Promise<"slept" | "client_gone" | "stopping"> {
+    if (signal?.aborted) return "client_gone";
+    if (this.#stopping) return "stopping";
+    const both = new AbortController();
+    const onClient = () => both.abort();
+    const onStop = () => both.abort();
+    signal?.addEventListener("abort", onClient, { once: true });
+    this.#stop.signal.addEventListener("abort", onStop, { once: true });
+    try {
+      await this.#o.clock.sleep(ms, both.signal);
+      return "slept";
+    } catch {
+      return signal?.aborted ? "client_gone" : "stopping";
+    } finally {
+      signal?.removeEventListener("abort", onClient);
+      this.#stop.signal.removeEventListener("abort", onStop);
+    }
+  }
+
+  /** The node begins to stop: every kept request gets its 503 now, and no new one is kept. */
+  stop(): void {
+    this.#stopping = true;
+    this.#stop.abort();
+  }
+}
