@@ -25,12 +25,13 @@
  *    snapshot on top (one file); `restoreActor` into an empty directory
  *    against `bucket.get` of the same objects, eight in flight, in order.
  *
- * Usage: `deno run -A bench/replication_bench.ts [--events N] [--rounds R] [--json FILE] [--data-root DIR] [--no-moto]`
+ * Usage: `deno run -A bench/replication_bench.ts [--events N] [--rounds R] [--json FILE] [--data-root DIR] [--no-moto] [--only parts,bytes,writes,restore]`
  *
  * `--events N` (default 2000): events of each workload and write-rate
  * variant. `--rounds R` (default 1): each timed case R times, the median
  * reported. `--data-root DIR`: where databases and the file bucket go
  * (default `/dev/shm` when it exists). `--no-moto`: skip the S3 cases.
+ * `--only`: run only the parts named (comma-separated), to repeat one part.
  *
  * @module
  */
@@ -58,6 +59,12 @@ import { createLogger } from "../src/log.ts";
 import { systemClock, systemRandom } from "../src/time/clock.ts";
 import { type Moto, startMoto } from "../test/helpers/moto.ts";
 import { DatabaseSync } from "node:sqlite";
+import { CHECKSUM_FLAG, pageChecksum } from "../src/ltx/checksum.ts";
+import { compressBlock, decompressBlock } from "../src/ltx/lz4_block.ts";
+import { encodeLtx, type LtxPage } from "../src/ltx/encoder.ts";
+import { decodeLtx } from "../src/ltx/decoder.ts";
+import { applyLtx } from "../src/ltx/apply.ts";
+import { PageChecksums } from "../src/replication/page_checksums.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 
@@ -70,6 +77,12 @@ const EVENTS = Math.max(1, Number(flag("events") ?? 2000));
 const ROUNDS = Math.max(1, Number(flag("rounds") ?? 1));
 const JSON_FILE = flag("json");
 const USE_MOTO = !Deno.args.includes("--no-moto");
+const PARTS = new Set((flag("only") ?? "parts,bytes,writes,restore").split(","));
+for (const part of PARTS) {
+  if (!["parts", "bytes", "writes", "restore"].includes(part)) {
+    throw new Error(`--only: no part ${part}`);
+  }
+}
 
 /** Events of each write-rate variant run before its timed ones (not measured). */
 const WARMUP_EVENTS = Math.min(200, Math.ceil(EVENTS / 10));
@@ -742,6 +755,131 @@ const snapshotTimes: { sizeMb: number; ms: number }[] = [];
 const mbps = (bytes: number, ms: number) => bytes / BYTES_PER_MB / (ms / 1000);
 
 // ---------------------------------------------------------------------------
+// Parts: the CPU of each piece of a counter event's replication, and of a
+// snapshot's encode, decode and apply, in tight loops (steadier than the
+// write rate, which a loaded machine moves by a factor of two).
+
+interface PartResult {
+  part: string;
+  /** CPU time per call (all threads) in `unit`, median of the batches. */
+  value: number;
+  unit: "µs" | "ms";
+}
+
+function timeCpu(fn: () => unknown, iterations: number, batches = 7): number {
+  for (let i = 0; i < iterations; i++) fn();
+  const each: number[] = [];
+  for (let b = 0; b < batches; b++) {
+    const cpu0 = cpuNs() ?? NaN;
+    for (let i = 0; i < iterations; i++) fn();
+    each.push(((cpuNs() ?? NaN) - cpu0) / 1000 / iterations);
+  }
+  return median(each);
+}
+
+/** The page a counter increment changes, as the capture takes it. */
+function counterEventPages(dir: string): { pages: LtxPage[]; commit: number } {
+  const db = new ActorDatabase(`${dir}/parts-counter.db`);
+  try {
+    db.exec(COUNTER_TABLE, []);
+    db.takeCommits();
+    for (let i = 0; i < 1000; i++) db.exec(COUNTER_INCREMENT, []);
+    db.takeCommits();
+    db.exec(COUNTER_INCREMENT, []);
+    const committed = db.takeCommits()!;
+    return { pages: committed.pages, commit: committed.commit };
+  } finally {
+    db.close();
+  }
+}
+
+function randomPage(size = 4096): Uint8Array {
+  const page = new Uint8Array(size);
+  crypto.getRandomValues(page);
+  return page;
+}
+
+function parts(dir: string): PartResult[] {
+  const results: PartResult[] = [];
+  const add = (part: string, us: number, unit: "µs" | "ms" = "µs") =>
+    results.push({ part, value: unit === "ms" ? us / 1000 : us, unit });
+  const { pages, commit } = counterEventPages(dir);
+  const page = pages[0];
+  const random = randomPage();
+  add(
+    "CRC-64 page checksum, 4 KiB (pageChecksum)",
+    timeCpu(() => pageChecksum(page.pgno, page.data), 2000),
+  );
+  add("LZ4 compress, the counter's page", timeCpu(() => compressBlock(page.data), 2000));
+  add("LZ4 compress, 4 KiB of random bytes", timeCpu(() => compressBlock(random), 2000));
+  const packed = compressBlock(page.data);
+  add("LZ4 decompress, the counter's page", timeCpu(() => decompressBlock(packed, 4096), 2000));
+  const sums = PageChecksums.empty(4096);
+  for (let pgno = 1; pgno <= commit; pgno++) {
+    sums.apply([{ pgno, data: new Uint8Array(4096) }], pgno);
+  }
+  add("PageChecksums.apply, one page", timeCpu(() => sums.apply(pages, commit), 2000));
+  const header = {
+    pageSize: 4096,
+    commit,
+    minTxid: 5n,
+    maxTxid: 5n,
+    timestamp: Date.now(),
+    preApplyChecksum: CHECKSUM_FLAG | 1n,
+  };
+  const encodeEvent = () => encodeLtx({ header, pages, postApplyChecksum: CHECKSUM_FLAG | 2n });
+  add("encodeLtx, the counter event's one-page file", timeCpu(encodeEvent, 2000));
+  const eventFile = encodeEvent();
+  add("decodeLtx, that file", timeCpu(() => decodeLtx(eventFile), 2000));
+  // A snapshot of 8 MiB: pages of 1,000-byte random blobs, a quarter zeros.
+  const count = 2048;
+  const snapshotPages: LtxPage[] = [];
+  for (let pgno = 1; pgno <= count; pgno++) {
+    const data = randomPage();
+    data.fill(0, 0, 1024);
+    snapshotPages.push({ pgno, data });
+  }
+  const image = new Uint8Array(count * 4096);
+  snapshotPages.forEach((p) => image.set(p.data, (p.pgno - 1) * 4096));
+  const post =
+    PageChecksums.fromPages(4096, count, (pgno) => snapshotPages[pgno - 1].data).checksum;
+  const snapshotHeader = {
+    pageSize: 4096,
+    commit: count,
+    minTxid: 1n,
+    maxTxid: 9n,
+    timestamp: Date.now(),
+  };
+  const encodeSnapshot = () =>
+    encodeLtx({ header: snapshotHeader, pages: snapshotPages, postApplyChecksum: post });
+  add("encodeLtx, an 8 MiB snapshot (2,048 pages)", timeCpu(encodeSnapshot, 2, 5), "ms");
+  const snapshotFile = encodeSnapshot();
+  add("decodeLtx, that snapshot", timeCpu(() => decodeLtx(snapshotFile), 2, 5), "ms");
+  const decoded = decodeLtx(snapshotFile);
+  add(
+    "applyLtx, that snapshot (in memory)",
+    timeCpu(() => applyLtx(new Uint8Array(0), [decoded]), 2, 5),
+    "ms",
+  );
+  add(
+    "PageChecksums.fromPages, 8 MiB",
+    timeCpu(
+      () =>
+        PageChecksums.fromPages(
+          4096,
+          count,
+          (pgno) => image.subarray((pgno - 1) * 4096, pgno * 4096),
+        ),
+      2,
+      5,
+    ),
+    "ms",
+  );
+  for (const r of results) log(`  ${r.part}: ${r.value.toFixed(r.unit === "ms" ? 1 : 2)} ${r.unit}`);
+  return results;
+}
+
+// ---------------------------------------------------------------------------
 // Report.
 
 function cpuModel(): string {
@@ -770,6 +908,7 @@ const n0 = (n: number) => Math.round(n).toLocaleString("en-US");
 const pct = (n: number) => `${(n * 100).toFixed(1)} %`;
 
 function report(
+  partResults: PartResult[],
   bytes: BytesResult[],
   writes: WriteResult[],
   variants: Variant[],
@@ -783,6 +922,16 @@ function report(
   );
   lines.push(`Events per workload and variant: ${EVENTS}; rounds: ${ROUNDS}. MB = 10^6 bytes.`);
   lines.push("");
+  if (partResults.length) {
+    lines.push("Parts (CPU per call, median of the batches):");
+    lines.push("");
+    lines.push("| part | CPU |");
+    lines.push("|---|---:|");
+    for (const r of partResults) {
+      lines.push(`| ${r.part} | ${r.value.toFixed(r.unit === "ms" ? 1 : 2)} ${r.unit} |`);
+    }
+    lines.push("");
+  }
   lines.push("Bytes per event (each event its own LTX file; MemoryBucket; PUT bodies counted):");
   lines.push("");
   lines.push(
@@ -895,6 +1044,7 @@ async function main() {
   const started = performance.now();
   let moto: Moto | undefined;
   let motoBucket: S3Bucket | undefined;
+  let partResults: PartResult[] = [];
   const bytes: BytesResult[] = [];
   const writes: WriteResult[] = [];
   let restores: RestoreCase[] = [];
@@ -941,15 +1091,23 @@ async function main() {
           : motoBucket!,
     };
 
-    for (const workload of WORKLOADS) bytes.push(await bytesPerEvent(workload, tmp));
+    if (PARTS.has("parts")) {
+      log("parts");
+      partResults = parts(tmp);
+    }
+    if (PARTS.has("bytes")) {
+      for (const workload of WORKLOADS) bytes.push(await bytesPerEvent(workload, tmp));
+    }
 
-    for (let round = 1; round <= ROUNDS; round++) {
+    for (let round = 1; round <= ROUNDS && PARTS.has("writes"); round++) {
       log(`write rate, round ${round}`);
       const order = round % 2 === 1 ? variants : [...variants].reverse();
       for (const variant of order) writes.push(await writeRate(variant, round, tmp, buckets));
     }
 
-    restores = await restoreCases(new FileBucket(`${tmp}/bucket-restore`), motoBucket, tmp);
+    if (PARTS.has("restore")) {
+      restores = await restoreCases(new FileBucket(`${tmp}/bucket-restore`), motoBucket, tmp);
+    }
   } finally {
     Deno.removeSignalListener("SIGINT", onSignal);
     channel.port1.close();
@@ -957,7 +1115,9 @@ async function main() {
     await moto?.stop();
     await Deno.remove(tmp, { recursive: true });
   }
-  console.log(report(bytes, writes, variants, restores, dataRoot ?? "the temporary directory"));
+  console.log(
+    report(partResults, bytes, writes, variants, restores, dataRoot ?? "the temporary directory"),
+  );
   console.log(`\nTook ${((performance.now() - started) / 1000).toFixed(0)} s.`);
   if (JSON_FILE) {
     await Deno.writeTextFile(
@@ -968,6 +1128,7 @@ async function main() {
           rounds: ROUNDS,
           cpu: cpuModel(),
           tree: TREE,
+          parts: partResults,
           bytes,
           writes,
           restores,
