@@ -40,9 +40,7 @@ export function lockPgno(pageSize: number): number {
  * ```
  */
 export function pageChecksum(pgno: number, data: Uint8Array): bigint {
-  const prefix = new Uint8Array(4);
-  new DataView(prefix.buffer).setUint32(0, pgno);
-  return CHECKSUM_FLAG | new Crc64().update(prefix).update(data).digest();
+  return CHECKSUM_FLAG | new Crc64().updateUint32(pgno).update(data).digest();
 }
 
 /**
