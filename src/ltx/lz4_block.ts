@@ -15,7 +15,21 @@ const MIN_MATCH = 4;
 const LAST_LITERALS = 5;
 const MF_LIMIT = 12;
 const MAX_OFFSET = 65535;
-const HASH_BITS = 14;
+// 4,096 entries (16 KiB): what the reference LZ4 uses, and enough for a page.
+const HASH_BITS = 12;
+// After 2^SKIP_TRIGGER probes without a match, the search steps 2 bytes, then
+// 3..., as the reference LZ4 does: data that does not compress (random blobs)
+// costs a fraction of a probe per byte, and a match found is extended
+// backwards over what the steps skipped.
+const SKIP_TRIGGER = 6;
+
+// One hash table for every call (compression is synchronous). Entries hold
+// `position + base`; `base` moves past every position of the previous call,
+// so its entries read as missing without clearing 16 KiB per page.
+const TABLE = new Int32Array(1 << HASH_BITS);
+let base = 1;
+// Where a block is written before it is copied out at its exact size.
+let scratch = new Uint8Array(0);
 
 /**
  * The largest output {@linkcode compressBlock} can produce for `n` input bytes.
@@ -30,10 +44,6 @@ export function compressBlockBound(n: number): number {
   return n + Math.floor(n / 255) + 16;
 }
 
-function readU32(b: Uint8Array, i: number): number {
-  return (b[i] | (b[i + 1] << 8) | (b[i + 2] << 16) | (b[i + 3] << 24)) >>> 0;
-}
-
 function hash(seq: number): number {
   return Math.imul(seq, 2654435761) >>> (32 - HASH_BITS);
 }
@@ -45,6 +55,21 @@ function writeLength(out: Uint8Array, pos: number, len: number): number {
   }
   out[pos++] = len;
   return pos;
+}
+
+function writeLiterals(
+  out: Uint8Array,
+  pos: number,
+  src: Uint8Array,
+  start: number,
+  len: number,
+): number {
+  if (len < 32) {
+    for (let k = 0; k < len; k++) out[pos + k] = src[start + k];
+  } else {
+    out.set(src.subarray(start, start + len), pos);
+  }
+  return pos + len;
 }
 
 function writeSequence(
@@ -61,8 +86,7 @@ function writeSequence(
   const matchCode = offset === 0 ? 0 : Math.min(matchLen - MIN_MATCH, 15);
   out[tokenPos] = (litCode << 4) | matchCode;
   if (litLen >= 15) pos = writeLength(out, pos, litLen - 15);
-  out.set(src.subarray(litStart, litStart + litLen), pos);
-  pos += litLen;
+  pos = writeLiterals(out, pos, src, litStart, litLen);
   if (offset === 0) return pos;
   out[pos++] = offset & 0xff;
   out[pos++] = offset >>> 8;
@@ -83,29 +107,84 @@ function writeSequence(
  * ```
  */
 export function compressBlock(src: Uint8Array): Uint8Array {
-  const out = new Uint8Array(compressBlockBound(src.length));
-  const table = new Int32Array(1 << HASH_BITS).fill(-1);
-  const matchLimit = src.length - LAST_LITERALS;
+  const n = src.length;
+  const bound = compressBlockBound(n);
+  if (scratch.length < bound) scratch = new Uint8Array(Math.max(bound, 4096 + 32));
+  const out = scratch;
+  if (base > 0x7fffffff - n - 1) {
+    TABLE.fill(0);
+    base = 1;
+  }
+  const b = base;
+  base += n + 1;
+  // Unaligned little-endian reads: one load each for four bytes.
+  const view = new DataView(src.buffer, src.byteOffset, n);
+  const matchLimit = n - LAST_LITERALS;
+  const searchLimit = n - MF_LIMIT;
   let pos = 0;
   let anchor = 0;
   let i = 0;
-  while (i < src.length - MF_LIMIT) {
-    const seq = readU32(src, i);
+  let probes = 1 << SKIP_TRIGGER;
+  while (i < searchLimit) {
+    const seq = view.getInt32(i, true);
     const h = hash(seq);
-    const ref = table[h];
-    table[h] = i;
-    if (ref < 0 || i - ref > MAX_OFFSET || readU32(src, ref) !== seq) {
-      i++;
+    const ref = TABLE[h] - b;
+    TABLE[h] = i + b;
+    if (ref < 0 || i - ref > MAX_OFFSET || view.getInt32(ref, true) !== seq) {
+      i += probes++ >> SKIP_TRIGGER;
       continue;
     }
-    let len = MIN_MATCH;
-    while (i + len < matchLimit && src[ref + len] === src[i + len]) len++;
-    pos = writeSequence(out, pos, src, anchor, i - anchor, i - ref, len);
-    i += len;
+    probes = 1 << SKIP_TRIGGER;
+    // Extend backwards over bytes a step skipped, then forwards.
+    let start = i;
+    let from = ref;
+    while (start > anchor && from > 0 && src[start - 1] === src[from - 1]) {
+      start--;
+      from--;
+    }
+    let end = i + MIN_MATCH;
+    let at = ref + MIN_MATCH;
+    while (end + 4 <= matchLimit && view.getInt32(end, true) === view.getInt32(at, true)) {
+      end += 4;
+      at += 4;
+    }
+    while (end < matchLimit && src[end] === src[at]) {
+      end++;
+      at++;
+    }
+    pos = writeSequence(out, pos, src, anchor, start - anchor, start - from, end - start);
+    i = end;
     anchor = i;
   }
-  pos = writeSequence(out, pos, src, anchor, src.length - anchor, 0, 0);
+  pos = writeSequence(out, pos, src, anchor, n - anchor, 0, 0);
   return out.slice(0, pos);
+}
+
+/**
+ * Copies a match of `len` bytes from `offset` back to `o`; returns the end.
+ * An overlapping match (offset < length) repeats its first `offset` bytes.
+ */
+function copyMatch(dst: Uint8Array, o: number, offset: number, len: number): number {
+  const end = o + len;
+  if (len < 32) {
+    for (let ref = o - offset; o < end;) dst[o++] = dst[ref++];
+    return end;
+  }
+  if (offset === 1) {
+    dst.fill(dst[o - 1], o, end);
+    return end;
+  }
+  // What is written repeats with period `offset` from `ref`: a copy of a
+  // whole number of periods from `ref` can double each time.
+  const ref = o - offset;
+  let period = offset;
+  while (o < end) {
+    const chunk = Math.min(period, end - o);
+    dst.copyWithin(o, ref, ref + chunk);
+    o += chunk;
+    period += chunk;
+  }
+  return end;
 }
 
 /**
@@ -129,37 +208,47 @@ export function decompressBlockInto(
 ): number {
   let i = 0;
   let o = dstPos;
-  const readLength = (base: number): number => {
-    let len = base;
-    if (base !== 15) return len;
-    let b: number;
-    do {
-      if (i >= src.length) throw new LtxError("lz4 block truncated in a length");
-      b = src[i++];
-      len += b;
-    } while (b === 255);
-    return len;
-  };
-  while (i < src.length) {
+  const n = src.length;
+  while (i < n) {
     const token = src[i++];
-    const litLen = readLength(token >>> 4);
-    if (i + litLen > src.length) throw new LtxError("lz4 block literals run past its end");
+    let litLen = token >>> 4;
+    if (litLen === 15) {
+      let b: number;
+      do {
+        if (i >= n) throw new LtxError("lz4 block truncated in a length");
+        b = src[i++];
+        litLen += b;
+      } while (b === 255);
+    }
+    if (i + litLen > n) throw new LtxError("lz4 block literals run past its end");
     if (o + litLen > dst.length) throw new LtxError("lz4 block output larger than expected");
-    dst.set(src.subarray(i, i + litLen), o);
+    if (litLen < 32) {
+      for (let k = 0; k < litLen; k++) dst[o + k] = src[i + k];
+    } else {
+      dst.set(src.subarray(i, i + litLen), o);
+    }
     i += litLen;
     o += litLen;
     // The last sequence has literals only: the block ends right after them.
-    if (i === src.length) return o;
-    if (i + 2 > src.length) throw new LtxError("lz4 block truncated in a match offset");
+    if (i === n) return o;
+    if (i + 2 > n) throw new LtxError("lz4 block truncated in a match offset");
     const offset = src[i] | (src[i + 1] << 8);
     i += 2;
     if (offset === 0 || o - offset < windowStart) {
       throw new LtxError(`lz4 block match offset ${offset} outside the window`);
     }
-    const matchLen = readLength(token & 15) + MIN_MATCH;
+    let matchLen = token & 15;
+    if (matchLen === 15) {
+      let b: number;
+      do {
+        if (i >= n) throw new LtxError("lz4 block truncated in a length");
+        b = src[i++];
+        matchLen += b;
+      } while (b === 255);
+    }
+    matchLen += MIN_MATCH;
     if (o + matchLen > dst.length) throw new LtxError("lz4 block output larger than expected");
-    // Byte by byte: an overlapping match (offset < length) repeats a pattern.
-    for (let ref = o - offset, end = o + matchLen; o < end;) dst[o++] = dst[ref++];
+    o = copyMatch(dst, o, offset, matchLen);
   }
   throw new LtxError("lz4 block ends without a final literal run");
 }

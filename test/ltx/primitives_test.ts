@@ -133,6 +133,51 @@ Deno.test("lz4 blocks round trip: zeros, mixed pages, random data, tiny inputs",
   assert.ok(compressBlock(samplePage(4096, 1)).length < 2000);
 });
 
+// Random data with short repeats, long repeats at several periods (matches
+// overlapping themselves), runs, and a match right after noise (found only
+// once the search steps more than one byte, then extended backwards).
+function mixedInput(size: number, seed: number): Uint8Array {
+  const out = randomBytes(size);
+  let x = seed;
+  const next = () => (x = (Math.imul(x, 1103515245) + 12345) >>> 0) >>> 8;
+  for (let p = 0; p < size;) {
+    const len = 1 + next() % 300;
+    const kind = next() % 5;
+    if (kind === 0) out.fill(next() & 0xff, p, p + len);
+    else if (kind === 1 && p > 0) {
+      const period = 1 + next() % Math.min(p, 70);
+      for (let k = 0; k < len && p + k < size; k++) out[p + k] = out[p + k - period];
+    } else if (kind === 2 && p > 2000) {
+      const from = next() % (p - len);
+      out.copyWithin(p, from, from + Math.min(len, size - p));
+    }
+    p += len;
+  }
+  return out;
+}
+
+Deno.test("lz4 blocks round trip mixed inputs, the same whatever was compressed before", () => {
+  const inputs = Array.from({ length: 40 }, (_, k) => mixedInput(k % 3 ? 4096 : 20_000, k + 1));
+  const first = inputs.map((input) => compressBlock(input));
+  for (let k = 0; k < inputs.length; k++) {
+    assert.deepEqual(decompressBlock(first[k], inputs[k].length), inputs[k], `input ${k}`);
+  }
+  // The hash table is shared between calls: entries of earlier inputs must
+  // never be taken as matches (the output would differ, or be wrong).
+  for (let k = inputs.length - 1; k >= 0; k--) {
+    assert.deepEqual(compressBlock(inputs[k]), first[k], `input ${k} again`);
+  }
+  // A subarray at an odd offset of a larger buffer.
+  const big = mixedInput(9000, 99);
+  const part = big.subarray(13, 13 + 4096);
+  assert.deepEqual(decompressBlock(compressBlock(part), 4096), part);
+  // Incompressible data costs at most the bound, and still round trips.
+  const noise = randomBytes(4096);
+  const packed = compressBlock(noise);
+  assert.ok(packed.length <= 4096 + 4096 / 255 + 16);
+  assert.deepEqual(decompressBlock(packed, 4096), noise);
+});
+
 Deno.test("lz4 block decoding rejects malformed input", () => {
   const packed = compressBlock(samplePage(4096, 3));
   assert.throws(() => decompressBlock(packed, 4095), /larger than expected/);
