@@ -354,7 +354,7 @@ export class WasmKeepNode {
       }
       if (where.kind === "local") return await host.dispatch(key, request);
       if (where.kind === "forward") {
-        return await cluster.forward(where.address, where.node, key, request);
+        return await cluster.forward(where.address, where.node, key, request, signal);
       }
       const unreachable: EventOutcome = { kind: "failed", status: 503, message: where.message };
       // Only what cannot have run yet and does no harm late is kept: a GET
@@ -383,7 +383,7 @@ export class WasmKeepNode {
             return {
               wait: false,
               outcome: "forwarded",
-              value: await cluster.forward(next.address, next.node, key, request),
+              value: await cluster.forward(next.address, next.node, key, request, signal),
             };
           }
           return {

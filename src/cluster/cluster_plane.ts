@@ -185,6 +185,7 @@ export class ClusterPlane {
     node: string,
     actor: ActorId,
     request: ActorRequest,
+    signal?: AbortSignal,
   ): Promise<ForwardOutcome> {
     const path = `/actor/${encodeURIComponent(actor.class)}/${encodeURIComponent(actor.name)}${
       request.path === "/" ? "" : request.path
@@ -194,6 +195,12 @@ export class ClusterPlane {
       path,
       headers: request.headers,
       body: request.body,
+    }, { signal }).catch((error) => {
+      // The client left: nobody reads the answer.
+      if (signal?.aborted) {
+        return { kind: "unreachable" as const, written: true, reason: "the client left" };
+      }
+      throw error;
     });
     if (result.kind === "response") {
       const answered = result.headers.find(([name]) => name === "x-wasmkeep-node")?.[1] ?? node;

@@ -19,6 +19,10 @@ export interface NodeProcess {
   kill(): Promise<Deno.CommandStatus>;
   /** Kills it and its executors at once (SIGKILL), as a lost machine. */
   killTree(): Promise<Deno.CommandStatus>;
+  /** Sends `signal` to it and its executors (SIGSTOP and SIGCONT: a paused machine). */
+  signalTree(signal: Deno.Signal): void;
+  /** Its exit status, once it exited by itself. */
+  status: Promise<Deno.CommandStatus>;
 }
 
 /** The repository root, for paths of examples and fixtures. */
@@ -123,6 +127,16 @@ export async function startNode(
     logs: () => text,
     stop: () => finish("SIGTERM"),
     kill: () => finish("SIGKILL"),
+    signalTree: (signal: Deno.Signal) => {
+      for (const pid of [child.pid, ...descendants(child.pid)]) {
+        try {
+          Deno.kill(pid, signal);
+        } catch {
+          // Exited already.
+        }
+      }
+    },
+    status: child.status,
     killTree: () => {
       for (const pid of descendants(child.pid)) {
         try {
