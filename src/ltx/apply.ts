@@ -151,10 +151,14 @@ function applyOne(store: PageStore, file: LtxFile, at: LtxPosition | undefined):
 
   const written = new Set<number>();
   const oldCount = store.pageCount;
-  for (const { pgno, data } of file.pages) {
+  // The decoder's page checksums, when it computed them; never for a file
+  // whose pages do not match them in number.
+  const sums = file.pageChecksums?.length === file.pages.length ? file.pageChecksums : undefined;
+  for (let k = 0; k < file.pages.length; k++) {
+    const { pgno, data } = file.pages[k];
     if (checksum !== undefined) {
       if (pgno <= oldCount) checksum ^= pageChecksum(pgno, store.read(pgno));
-      checksum ^= pageChecksum(pgno, data);
+      checksum ^= sums ? sums[k] : pageChecksum(pgno, data);
     }
     store.write(pgno, data);
     written.add(pgno);

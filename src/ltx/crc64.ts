@@ -114,6 +114,61 @@ function feed(hi: number, lo: number, bytes: Uint8Array): void {
   outLo = lo;
 }
 
+// Feeding n zero bytes to the raw register is a linear map of its 64 bits
+// (what zlib's crc32_combine builds on): the register after `data` from
+// state s is zeros_n(s) XOR (the register after `data` from 0). Kept as a
+// table per byte of the state, eight lookups a use, one per length used.
+interface ZeroFeed {
+  hi: Uint32Array;
+  lo: Uint32Array;
+}
+
+const zeroFeeds = new Map<number, ZeroFeed>();
+
+function zeroFeed(length: number): ZeroFeed {
+  let z = zeroFeeds.get(length);
+  if (z) return z;
+  const zeros = new Uint8Array(length);
+  // The image of each single bit of the state, then of every byte value.
+  const bitHi = new Int32Array(64);
+  const bitLo = new Int32Array(64);
+  for (let bit = 0; bit < 64; bit++) {
+    feed(bit >= 32 ? 1 << (bit - 32) : 0, bit < 32 ? 1 << bit : 0, zeros);
+    bitHi[bit] = outHi;
+    bitLo[bit] = outLo;
+  }
+  z = { hi: new Uint32Array(8 * 256), lo: new Uint32Array(8 * 256) };
+  for (let j = 0; j < 8; j++) {
+    for (let b = 1; b < 256; b++) {
+      const low = 31 - Math.clz32(b & -b);
+      const rest = b & (b - 1);
+      z.hi[j * 256 + b] = z.hi[j * 256 + rest] ^ bitHi[j * 8 + low];
+      z.lo[j * 256 + b] = z.lo[j * 256 + rest] ^ bitLo[j * 8 + low];
+    }
+  }
+  zeroFeeds.set(length, z);
+  return z;
+}
+
+/** Leaves zeros(hi, lo) in `outHi`, `outLo`. */
+function applyZeroFeed(z: ZeroFeed, hi: number, lo: number): void {
+  const zh = z.hi;
+  const zl = z.lo;
+  const a = lo & 0xff;
+  const b = 256 + ((lo >>> 8) & 0xff);
+  const c = 512 + ((lo >>> 16) & 0xff);
+  const d = 768 + (lo >>> 24);
+  const e = 1024 + (hi & 0xff);
+  const f = 1280 + ((hi >>> 8) & 0xff);
+  const g = 1536 + ((hi >>> 16) & 0xff);
+  const h = 1792 + (hi >>> 24);
+  outHi = zh[a] ^ zh[b] ^ zh[c] ^ zh[d] ^ zh[e] ^ zh[f] ^ zh[g] ^ zh[h];
+  outLo = zl[a] ^ zl[b] ^ zl[c] ^ zl[d] ^ zl[e] ^ zl[f] ^ zl[g] ^ zl[h];
+}
+
+// Below this, two passes over the bytes cost less than combining.
+const COMBINE_FROM = 256;
+
 /**
  * An incremental CRC-64/ISO hash.
  *
@@ -149,6 +204,32 @@ export class Crc64 {
     this.#hi = hi;
     this.#lo = lo;
     return this;
+  }
+
+  /**
+   * Feeds `data`, as {@linkcode Crc64.update} does, and returns the CRC-64
+   * of the four big-endian bytes of `prefix` (an unsigned 32-bit integer)
+   * followed by `data`: one pass over `data` for both, the two CRCs then
+   * combined from it (an LTX file's checksum and a page's checksum, which
+   * prefixes the page number).
+   */
+  updatePrefixed(prefix: number, data: Uint8Array): bigint {
+    const n = data.length;
+    if (n < COMBINE_FROM) {
+      this.update(data);
+      return new Crc64().updateUint32(prefix).update(data).digest();
+    }
+    const z = zeroFeed(n);
+    // The register after `data` from zero: the part both results share.
+    feed(0, 0, data);
+    const dHi = outHi;
+    const dLo = outLo;
+    applyZeroFeed(z, this.#hi, this.#lo);
+    this.#hi = outHi ^ dHi;
+    this.#lo = outLo ^ dLo;
+    const p = new Crc64().updateUint32(prefix);
+    applyZeroFeed(z, p.#hi, p.#lo);
+    return (BigInt((~(outHi ^ dHi)) >>> 0) << 32n) | BigInt((~(outLo ^ dLo)) >>> 0);
   }
 
   /** The CRC of everything fed so far, as an unsigned 64-bit value. */

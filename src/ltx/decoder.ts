@@ -7,7 +7,7 @@
  * @module
  */
 
-import { CHECKSUM_FLAG, pageChecksum } from "./checksum.ts";
+import { CHECKSUM_FLAG } from "./checksum.ts";
 import { Crc64 } from "./crc64.ts";
 import type { LtxPage } from "./encoder.ts";
 import { LtxError } from "./errors.ts";
@@ -37,6 +37,14 @@ export interface LtxFile {
   postApplyChecksum: bigint;
   /** CRC-64 of the file, top bit set, as stored in the trailer (and verified). */
   fileChecksum: bigint;
+  /**
+   * Each page's checksum (`pageChecksum(pgno, data)`), in the order of
+   * `pages`, when the file tracks checksums: computed in the same pass over
+   * the page as the file checksum, so that applying the file need not
+   * compute them again. {@linkcode applyLtx} trusts them: a caller that
+   * changes `pages` must drop them.
+   */
+  pageChecksums?: bigint[];
 }
 
 /**
@@ -62,6 +70,7 @@ export function decodeLtx(bytes: Uint8Array): LtxFile {
   const bodyEnd = bytes.length - TRAILER_SIZE;
 
   const pages: LtxPage[] = [];
+  const pageChecksums: bigint[] | undefined = tracked ? [] : undefined;
   const frames = new Map<number, { offset: number; size: number }>();
   let checksum = CHECKSUM_FLAG;
   let pos = HEADER_SIZE;
@@ -97,10 +106,16 @@ export function decodeLtx(bytes: Uint8Array): LtxFile {
       if (e instanceof LtxError) throw new LtxError(`${where}: ${e.message}`);
       throw e;
     }
-    hash.update(data);
+    if (pageChecksums) {
+      // The file checksum and the page's, from one pass over the page.
+      const sum = CHECKSUM_FLAG | hash.updatePrefixed(pgno, data);
+      pageChecksums.push(sum);
+      if (snapshot) checksum ^= sum;
+    } else {
+      hash.update(data);
+    }
     pages.push({ pgno, data });
     frames.set(pgno, { offset, size: pos - offset });
-    if (snapshot && tracked) checksum ^= pageChecksum(pgno, data);
   }
 
   checkSnapshotEnd(header, pages.length ? pages[pages.length - 1].pgno : 0);
@@ -137,7 +152,7 @@ export function decodeLtx(bytes: Uint8Array): LtxFile {
         `pages ${hex(CHECKSUM_FLAG | checksum)}`,
     );
   }
-  return { header, pages, postApplyChecksum, fileChecksum };
+  return { header, pages, postApplyChecksum, fileChecksum, pageChecksums };
 }
 
 function hex(n: bigint): string {

@@ -69,6 +69,26 @@ Deno.test("crc64 equals the bitwise definition at every length, offset and split
   assert.equal(crc64(unaligned), crc64Bitwise(unaligned));
 });
 
+Deno.test("updatePrefixed feeds the bytes and returns the CRC of the prefix and the bytes", () => {
+  const bytes = randomBytes(70_000);
+  for (const length of [0, 1, 100, 255, 256, 257, 512, 4095, 4096, 65536]) {
+    for (const offset of [0, 3]) {
+      const data = bytes.subarray(offset, offset + length);
+      const lead = bytes.subarray(66_000, 66_000 + 37);
+      const hash = new Crc64().update(lead);
+      const prefix = (0x80000000 + length * 7919 + offset) >>> 0;
+      const prefixed = new Uint8Array(4 + length);
+      new DataView(prefixed.buffer).setUint32(0, prefix);
+      prefixed.set(data, 4);
+      assert.equal(hash.updatePrefixed(prefix, data), crc64Bitwise(prefixed), `length ${length}`);
+      const fed = new Uint8Array(lead.length + length);
+      fed.set(lead);
+      fed.set(data, lead.length);
+      assert.equal(hash.digest(), crc64Bitwise(fed), `length ${length}, the running hash`);
+    }
+  }
+});
+
 Deno.test("pageChecksum is the CRC-64 of the big-endian page number and the page", () => {
   const page = randomBytes(4096);
   for (const pgno of [1, 2, 255, 256, 65_537, 0xfffffffe]) {
