@@ -28,6 +28,8 @@ interface PageStore {
   write(pgno: number, data: Uint8Array): void;
   resize(pages: number): void;
   image(): Uint8Array;
+  /** Writes out what `write` kept back. */
+  flush(): void;
 }
 
 class MemoryStore implements PageStore {
@@ -61,11 +63,21 @@ class MemoryStore implements PageStore {
   image() {
     return this.#buf.slice(0, this.#len);
   }
+  flush() {}
 }
 
+// Pages written one after another are kept back and written together, up to
+// this many: a snapshot is then a few large writes, not one system call a page.
+const FILE_WRITE_PAGES = 256;
+
 class FileStore implements PageStore {
+  #run: Uint8Array | undefined;
+  #runFirst = 0;
+  #runCount = 0;
+
   constructor(readonly file: Deno.FsFile, readonly pageSize: number, public pageCount: number) {}
   read(pgno: number) {
+    this.flush();
     const out = new Uint8Array(this.pageSize);
     this.file.seekSync((pgno - 1) * this.pageSize, Deno.SeekMode.Start);
     for (let n = 0; n < out.length;) {
@@ -76,15 +88,29 @@ class FileStore implements PageStore {
     return out;
   }
   write(pgno: number, data: Uint8Array) {
-    this.file.seekSync((pgno - 1) * this.pageSize, Deno.SeekMode.Start);
-    for (let n = 0; n < data.length;) n += this.file.writeSync(data.subarray(n));
+    if (this.#runCount === FILE_WRITE_PAGES || pgno !== this.#runFirst + this.#runCount) {
+      this.flush();
+      this.#runFirst = pgno;
+    }
+    this.#run ??= new Uint8Array(FILE_WRITE_PAGES * this.pageSize);
+    this.#run.set(data, this.#runCount * this.pageSize);
+    this.#runCount++;
     this.pageCount = Math.max(this.pageCount, pgno);
   }
+  flush() {
+    if (this.#runCount === 0) return;
+    const bytes = this.#run!.subarray(0, this.#runCount * this.pageSize);
+    this.#runCount = 0;
+    this.file.seekSync((this.#runFirst - 1) * this.pageSize, Deno.SeekMode.Start);
+    for (let n = 0; n < bytes.length;) n += this.file.writeSync(bytes.subarray(n));
+  }
   resize(pages: number) {
+    this.flush();
     this.file.truncateSync(pages * this.pageSize);
     this.pageCount = pages;
   }
   image(): Uint8Array {
+    this.flush();
     const out = new Uint8Array(this.pageCount * this.pageSize);
     for (let pgno = 1; pgno <= this.pageCount; pgno++) {
       out.set(this.read(pgno), (pgno - 1) * this.pageSize);
@@ -196,6 +222,7 @@ function applyAll(
     store ??= open(file.header.pageSize);
     position = applyOne(store, file, position);
   }
+  store?.flush();
   return { store, position };
 }
 

@@ -115,6 +115,8 @@ export function validateHeader(h: LtxHeader): void {
   }
 }
 
+const MAGIC_BYTES = new TextEncoder().encode(LTX_MAGIC);
+
 /**
  * Serialises a header into its 100 bytes (without validating it).
  *
@@ -128,7 +130,7 @@ export function validateHeader(h: LtxHeader): void {
 export function encodeHeader(h: LtxHeader): Uint8Array {
   const b = new Uint8Array(HEADER_SIZE);
   const v = new DataView(b.buffer);
-  b.set(new TextEncoder().encode(LTX_MAGIC), 0);
+  b.set(MAGIC_BYTES, 0);
   v.setUint32(4, h.flags);
   v.setUint32(8, h.pageSize);
   v.setUint32(12, h.commit);
@@ -159,8 +161,10 @@ export function decodeHeader(bytes: Uint8Array): LtxHeader {
   if (bytes.length < HEADER_SIZE) {
     throw new LtxError(`ltx file of ${bytes.length} bytes is shorter than its header`);
   }
-  const magic = new TextDecoder().decode(bytes.subarray(0, 4));
-  if (magic !== LTX_MAGIC) throw new LtxError(`invalid ltx magic ${JSON.stringify(magic)}`);
+  if (MAGIC_BYTES.some((b, i) => bytes[i] !== b)) {
+    const magic = new TextDecoder().decode(bytes.subarray(0, 4));
+    throw new LtxError(`invalid ltx magic ${JSON.stringify(magic)}`);
+  }
   const v = new DataView(bytes.buffer, bytes.byteOffset, HEADER_SIZE);
   return {
     flags: v.getUint32(4),
