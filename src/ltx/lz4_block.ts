@@ -28,7 +28,7 @@ const SKIP_TRIGGER = 6;
 // so its entries read as missing without clearing 16 KiB per page.
 const TABLE = new Int32Array(1 << HASH_BITS);
 let base = 1;
-// Where a block is written before it is copied out at its exact size.
+// Where compressBlock writes a block before copying it out at its exact size.
 let scratch = new Uint8Array(0);
 
 /**
@@ -107,10 +107,30 @@ function writeSequence(
  * ```
  */
 export function compressBlock(src: Uint8Array): Uint8Array {
-  const n = src.length;
-  const bound = compressBlockBound(n);
+  const bound = compressBlockBound(src.length);
   if (scratch.length < bound) scratch = new Uint8Array(Math.max(bound, 4096 + 32));
-  const out = scratch;
+  return scratch.slice(0, compressBlockInto(src, scratch, 0));
+}
+
+/**
+ * Compresses `src` into one LZ4 block written to `dst` from `dstPos`, which
+ * must leave room for {@linkcode compressBlockBound} bytes; returns the
+ * position after the block.
+ *
+ * @example
+ * ```ts
+ * import { compressBlockBound, compressBlockInto } from "./lz4_block.ts";
+ * const page = new Uint8Array(4096);
+ * const out = new Uint8Array(8 + compressBlockBound(page.length));
+ * const end = compressBlockInto(page, out, 8); // the block is out[8..end)
+ * ```
+ */
+export function compressBlockInto(src: Uint8Array, dst: Uint8Array, dstPos: number): number {
+  const n = src.length;
+  if (dst.length - dstPos < compressBlockBound(n)) {
+    throw new RangeError(`compressBlockInto: ${dst.length - dstPos} bytes of room for ${n}`);
+  }
+  const out = dst;
   if (base > 0x7fffffff - n - 1) {
     TABLE.fill(0);
     base = 1;
@@ -121,7 +141,7 @@ export function compressBlock(src: Uint8Array): Uint8Array {
   const view = new DataView(src.buffer, src.byteOffset, n);
   const matchLimit = n - LAST_LITERALS;
   const searchLimit = n - MF_LIMIT;
-  let pos = 0;
+  let pos = dstPos;
   let anchor = 0;
   let i = 0;
   let probes = 1 << SKIP_TRIGGER;
@@ -156,8 +176,7 @@ export function compressBlock(src: Uint8Array): Uint8Array {
     i = end;
     anchor = i;
   }
-  pos = writeSequence(out, pos, src, anchor, n - anchor, 0, 0);
-  return out.slice(0, pos);
+  return writeSequence(out, pos, src, anchor, n - anchor, 0, 0);
 }
 
 /**

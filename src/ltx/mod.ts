@@ -17,7 +17,13 @@
 export { applyLtx, applyLtxToFile, type LtxPosition } from "./apply.ts";
 export { CHECKSUM_FLAG, databaseChecksum, lockPgno, pageChecksum } from "./checksum.ts";
 export { decodeLtx, type LtxFile } from "./decoder.ts";
-export { encodeLtx, type LtxEncodeInput, type LtxHeaderInit, type LtxPage } from "./encoder.ts";
+export {
+  encodeLtx,
+  type LtxEncodeInput,
+  LtxEncoder,
+  type LtxHeaderInit,
+  type LtxPage,
+} from "./encoder.ts";
 export { LtxError } from "./errors.ts";
 export { formatLtxFilename, formatTxid, parseLtxFilename } from "./filename.ts";
 export {
