@@ -374,6 +374,8 @@ export class WasmKeepNode {
           // the fence (this node's or a peer's, seen at a listing) frees it.
           const view = cluster.membership;
           if (!view.isGone(holder) && !view.isLive(holder)) return { wait: true };
+          // Freed, or live again, or live but suspected (it refused this
+          // node's connections): the record is read, about once a second.
           const next = await cluster.route(key, false).catch(() => undefined);
           if (!next || (next.kind === "unavailable" && next.ownerDown)) return { wait: true };
           if (next.kind === "local") {

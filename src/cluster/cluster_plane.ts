@@ -44,6 +44,12 @@ export interface ClusterPlaneOptions {
   signal?: AbortSignal;
 }
 
+/** A node cleared of suspicion is not suspected again for this long. */
+export const SUSPECT_AGAIN_AFTER_MS = 10_000;
+
+/** Suspected nodes remembered at once; the oldest is forgotten first. */
+export const MAX_SUSPECTED_NODES = 1024;
+
 /** How a forwarded request ended, as an event outcome with the node that answered. */
 export type ForwardOutcome =
   | { kind: "response"; response: ActorResponse; node: string }
@@ -60,6 +66,9 @@ export type ForwardOutcome =
  * ```
  */
 export class ClusterPlane {
+  /** Live nodes this node could not connect to, by id: since when (wall clock). */
+  readonly #suspected = new Map<string, { since: number; clearedAt: number | undefined }>();
+
   private constructor(
     readonly lease: NodeLease,
     readonly membership: Membership,
@@ -169,10 +178,44 @@ export class ClusterPlane {
           return lease === "released" || lease === "fenced";
         },
         addressOf: (node) => heartbeatOf(node)?.address,
+        isSuspected: (node) => this.#isSuspected(node, heartbeatOf(node)),
       },
       actor,
       forwarded,
     );
+  }
+
+  /**
+   * A live node this node could not open a connection to is suspected until
+   * a lease write of it dated more than twice the allowed skew after the
+   * failure shows it alive; then not again for {@linkcode SUSPECT_AGAIN_AFTER_MS}.
+   */
+  #isSuspected(node: string, heartbeat: Heartbeat | undefined): boolean {
+    const suspicion = this.#suspected.get(node);
+    if (!suspicion || suspicion.clearedAt !== undefined) return false;
+    if (heartbeat && heartbeat.at > suspicion.since + 2 * this.options.timing.skewMs) {
+      suspicion.clearedAt = this.options.clock.monotonic();
+      this.options.log.info("a suspected node wrote its lease again", { node });
+      return false;
+    }
+    return true;
+  }
+
+  #suspect(node: string) {
+    const earlier = this.#suspected.get(node);
+    const now = this.options.clock.monotonic();
+    if (earlier && earlier.clearedAt === undefined) return;
+    if (earlier?.clearedAt !== undefined && now - earlier.clearedAt < SUSPECT_AGAIN_AFTER_MS) {
+      return;
+    }
+    this.#suspected.delete(node);
+    if (this.#suspected.size >= MAX_SUSPECTED_NODES) {
+      this.#suspected.delete(this.#suspected.keys().next().value!);
+    }
+    this.#suspected.set(node, { since: this.options.clock.now(), clearedAt: undefined });
+    this.options.log.warn("could not open a connection to a live node: its actors' GETs are kept", {
+      node,
+    });
   }
 
   /**
@@ -224,6 +267,7 @@ export class ClusterPlane {
       };
     }
     this.options.log.warn("forwarding failed", { node, address, reason: result.reason });
+    if (!result.written) this.#suspect(node);
     return { kind: "failed", status: 503, message: "the actor's node did not answer; retry" };
   }
 

@@ -25,6 +25,11 @@ export interface RouterView {
   isGone(nodeId: string): boolean;
   /** The address a live node forwards to (its heartbeat's `--advertise`). */
   addressOf(nodeId: string): string | undefined;
+  /**
+   * Whether a live node is suspected: this node could not open a connection
+   * to it, and no lease write of it since proves it alive.
+   */
+  isSuspected(nodeId: string): boolean;
 }
 
 /** Where a request goes. */
@@ -64,6 +69,14 @@ export async function routeRequest(
     return { kind: "local" };
   }
   if (view.isGone(record.node)) return { kind: "local" };
+  if (view.isLive(record.node) && view.isSuspected(record.node)) {
+    return {
+      kind: "unavailable",
+      node: record.node,
+      message: `the actor's node ${record.node} is not reachable; retry`,
+      ownerDown: true,
+    };
+  }
   if (view.isLive(record.node)) {
     const address = view.addressOf(record.node);
     if (forwarded || !address) {

@@ -4,7 +4,7 @@
  */
 
 import assert from "node:assert/strict";
-import { COUNTER_WASM } from "../helpers/node_process.ts";
+import { COUNTER_WASM, metric } from "../helpers/node_process.ts";
 import { startMoto } from "../helpers/moto.ts";
 import { clusterStatus, request, scratchDir, startClusterNode } from "../helpers/cluster.ts";
 import { startNode } from "../helpers/node_process.ts";
@@ -120,6 +120,51 @@ Deno.test("a fenced node is shown fenced, and stops at its next heartbeat write"
       assert.match(shown.stdout, /^fenced\s+no \(fenced\)/m);
     } finally {
       await a.stop().catch(() => {});
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("an owner alive but refusing connections: the request that finds it out gets 503, the GETs after it are kept until its next lease write, then sent as usual", async () => {
+  const dir = await scratchDir("wk-cluster-");
+  const bucketUrl = `file://${dir}/bucket`;
+  // A port nothing listens on: b cannot open a connection to a there.
+  const closed = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const deadPort = (closed.addr as Deno.NetAddr).port;
+  closed.close();
+  try {
+    const [a, b] = await Promise.all([
+      startClusterNode("a", dir, bucketUrl, COUNTER, {
+        extra: ["--advertise", `http://127.0.0.1:${deadPort}`],
+      }),
+      startClusterNode("b", dir, bucketUrl, COUNTER),
+    ]);
+    try {
+      const taken = await request(`${a.url}/actor/counter/shy`, { method: "POST" });
+      assert.deepEqual([taken.status, taken.node], [200, "a"]);
+
+      const first = await request(`${b.url}/actor/counter/shy`);
+      assert.equal(first.status, 503);
+      assert.match(first.body, /did not answer/);
+
+      // Kept until a writes its lease again (every 0.9 s with a 3 s ttl),
+      // then sent to it as usual: here it refuses again.
+      const started = performance.now();
+      const kept = await request(`${b.url}/actor/counter/shy`);
+      const waited = performance.now() - started;
+      assert.equal(kept.status, 503);
+      assert.ok(waited >= 500, `kept for ${waited.toFixed(0)} ms`);
+      assert.equal(
+        await metric(b.url, 'wasmkeep_failover_waits_total{outcome="forwarded"}'),
+        1,
+      );
+      // A POST is never kept.
+      const post = await request(`${b.url}/actor/counter/shy`, { method: "POST" });
+      assert.equal(post.status, 503);
+    } finally {
+      await a.stop();
+      await b.stop();
     }
   } finally {
     await Deno.remove(dir, { recursive: true });
