@@ -7,13 +7,20 @@
  * @module
  */
 
-import type { Bucket } from "../bucket/bucket.ts";
+import { type Bucket, MAX_KEYS_PER_PAGE } from "../bucket/bucket.ts";
 import { type ActorId, actorWalPrefix } from "../bucket/keys.ts";
 import { deadline } from "../bucket/timers.ts";
 import type { Logger } from "../log.ts";
 import type { Clock } from "../time/clock.ts";
-import { type HistoryObject, parseHistory } from "./history.ts";
-import { listObjects } from "./restore.ts";
+import {
+  baseKey,
+  type HistoryBase,
+  type HistoryFile,
+  type HistoryObject,
+  parseHistory,
+  walFileKey,
+} from "./history.ts";
+import { listObjects, listPage } from "./restore.ts";
 
 /**
  * A delete the bucket does not answer in this long (5 s) is given up and counted as failed.
@@ -79,6 +86,19 @@ export interface CollectOptions {
 }
 
 /**
+ * Keys the first listing page of each stretch of a collection's walk asks
+ * for (32); each further page of the stretch asks for twice as many, up to
+ * the bucket's page size.
+ *
+ * @example
+ * ```ts
+ * import { COLLECT_FIRST_PAGE_KEYS } from "./collect.ts";
+ * console.log(COLLECT_FIRST_PAGE_KEYS); // 32
+ * ```
+ */
+export const COLLECT_FIRST_PAGE_KEYS = 32;
+
+/**
  * After a snapshot at (`generation` g, `snapshotTxid` N), deletes among the
  * objects older than the retention: first every file with `max` ≤ N of g
  * (other than that snapshot) and of the generations below g, then the bases
@@ -87,6 +107,16 @@ export interface CollectOptions {
  * snapshot), the base of g, or the `deleted` marker. Nothing is deleted if
  * the snapshot is not listed. Stops as soon as `stillHolds()` is false or
  * `signal` aborts. Throws `BucketUnavailable` when the listing cannot be read.
+ *
+ * The listing is walked in key order (generation, then first TXID, then last
+ * TXID) and skips what cannot be deleted, so that a collection costs about
+ * what it deletes and not the whole history. Within a generation, the files
+ * of first TXID 1 (its snapshots) come first, ordered as they were uploaded,
+ * then the other files, also in upload order: after the first of either run
+ * too young to delete, the rest of that run is younger still, and after a
+ * file whose first TXID is above N nothing of the generation can go but its
+ * base. Past g's snapshot and its files, nothing can go at all. When nothing
+ * is old enough, a collection reads one or two short listing pages.
  *
  * @example
  * ```ts
@@ -107,30 +137,123 @@ export interface CollectOptions {
  */
 export async function collectHistory(options: CollectOptions): Promise<DeleteCounts> {
   const { bucket, clock, actor, generation: g, snapshotTxid: n, signal, log } = options;
-  const history = parseHistory(
-    await listObjects(bucket, clock, actorWalPrefix(actor), signal),
+  const cutoff = clock.now() - options.retentionMs;
+  const old = (o: HistoryObject) => o.lastModified < cutoff;
+  const { files, bases, found } = await collectable(
+    bucket,
+    clock,
     actor,
+    g,
+    n,
+    old,
+    signal,
   );
   const counts = { deleted: 0, failed: 0 };
-  const snapshot = history.files.find((f) =>
-    f.generation === g && f.minTxid === 1n && f.maxTxid === n
-  );
-  if (!snapshot) {
+  if (!found) {
     log?.warn("collection: the snapshot is not listed; nothing deleted", { txid: n });
     return counts;
   }
-  const cutoff = clock.now() - options.retentionMs;
-  const old = (o: HistoryObject) => o.lastModified < cutoff;
-  const files = history.files.filter((f) =>
-    f !== snapshot && f.generation <= g && f.maxTxid <= n && old(f)
-  );
-  const bases = [...history.bases.values()].filter((b) => b.generation < g && old(b));
   for (const object of [...files, ...bases]) {
     if (signal?.aborted || !options.stillHolds()) break;
     if (await deleteOnce(bucket, clock, object.key, signal, log)) counts.deleted++;
     else counts.failed++;
   }
   return counts;
+}
+
+// The highest TXID a key can name: the end of a generation's snapshots.
+const LAST_TXID = (1n << 64n) - 1n;
+
+/**
+ * Walks the actor's `wal/` listing in key order and returns what the rule
+ * lets a collection after the snapshot (g, 1-n) delete, and whether that
+ * snapshot is listed. Skips ahead (`startAfter`) over stretches of keys that
+ * cannot hold anything to delete; see {@linkcode collectHistory}.
+ */
+async function collectable(
+  bucket: Bucket,
+  clock: Clock,
+  actor: ActorId,
+  g: bigint,
+  n: bigint,
+  old: (o: HistoryObject) => boolean,
+  signal: AbortSignal | undefined,
+): Promise<{ files: HistoryObject[]; bases: HistoryObject[]; found: boolean }> {
+  const prefix = actorWalPrefix(actor);
+  const generationPrefix = (gen: bigint) => baseKey(actor, gen).slice(0, -"base".length);
+  const files: HistoryObject[] = [];
+  const bases: HistoryObject[] = [];
+  let found = false;
+  // Where the walk goes on from: after this key, or at the token's page.
+  let startAfter: string | undefined;
+  let continuationToken: string | undefined;
+  let maxKeys = COLLECT_FIRST_PAGE_KEYS;
+  for (;;) {
+    const page = await listPage(
+      bucket,
+      clock,
+      prefix,
+      continuationToken === undefined ? { startAfter, maxKeys } : { continuationToken, maxKeys },
+      signal,
+    );
+    const history = parseHistory(page.objects, actor);
+    const byKey = new Map<string, HistoryFile | HistoryBase>();
+    for (const f of history.files) byKey.set(f.key, f);
+    for (const b of history.bases.values()) byKey.set(b.key, b);
+    // Keys up to this one are skipped (a stretch with nothing to delete).
+    let skipTo: string | undefined;
+    for (const { key } of page.objects) {
+      if (skipTo !== undefined && key <= skipTo) continue;
+      skipTo = undefined;
+      const object = byKey.get(key);
+      if (!object) continue; // Not a history key: never deleted.
+      const gen = object.generation;
+      if (gen > g) return { files, bases, found };
+      let next: string | undefined;
+      if (!("minTxid" in object)) {
+        // A base: g's is never deleted, and nothing after it can be.
+        if (gen === g) return { files, bases, found };
+        if (old(object)) bases.push(object);
+      } else if (object.minTxid === 1n) {
+        // A snapshot. The rest of this run is younger, or past n.
+        const afterSnapshots = walFileKey(actor, gen, 1n, LAST_TXID);
+        if (gen === g && object.maxTxid === n) {
+          found = true;
+          next = afterSnapshots;
+        } else if (object.maxTxid <= n && old(object)) {
+          files.push(object);
+        } else if (gen === g && object.maxTxid < n) {
+          // Too young, but the snapshot must still be seen: go on from it.
+          next = walFileKey(actor, gen, 1n, n - 1n);
+        } else {
+          next = afterSnapshots;
+        }
+      } else {
+        // The snapshot of g comes before g's other files.
+        if (gen === g && !found) return { files, bases, found };
+        if (object.minTxid > n || !old(object)) {
+          // The rest of the generation's files are younger, or past n.
+          if (gen === g) return { files, bases, found };
+          next = generationPrefix(gen) + "bas";
+        } else if (object.maxTxid <= n) {
+          files.push(object);
+        }
+      }
+      // Only forward: a skip never goes back to keys already walked.
+      if (next !== undefined && next > key) skipTo = next;
+    }
+    if (page.continuationToken === undefined) return { files, bases, found };
+    const last = page.objects[page.objects.length - 1]?.key;
+    if (skipTo !== undefined && last !== undefined && skipTo > last) {
+      // The skip reaches past this page: list again from where it lands.
+      startAfter = skipTo;
+      continuationToken = undefined;
+      maxKeys = COLLECT_FIRST_PAGE_KEYS;
+    } else {
+      continuationToken = page.continuationToken;
+      maxKeys = Math.min(maxKeys * 2, MAX_KEYS_PER_PAGE);
+    }
+  }
 }
 
 /** What {@linkcode eraseHistory} needs. */

@@ -16,7 +16,7 @@
  * @module
  */
 
-import type { Bucket, ObjectInfo } from "../bucket/bucket.ts";
+import type { Bucket, ListOptions, ListPage, ObjectInfo } from "../bucket/bucket.ts";
 import { BYTES_PER_MB } from "../bucket/bounds.ts";
 import { BucketRequestError, BucketUnavailable } from "../bucket/errors.ts";
 import { type ActorId, actorPrefix } from "../bucket/keys.ts";
@@ -375,29 +375,51 @@ export async function listObjects(
   const objects: ObjectInfo[] = [];
   let continuationToken: string | undefined;
   do {
-    for (let attempt = 1;; attempt++) {
-      const limit = deadline(clock, RESTORE_LIST_SILENCE_MS, `LIST ${prefix}`, signal);
-      try {
-        const page = await bucket.list(prefix, { continuationToken, signal: limit.signal });
-        objects.push(...page.objects);
-        continuationToken = page.continuationToken;
-        break;
-      } catch (e) {
-        signal?.throwIfAborted();
-        if (e instanceof DeadlineExceeded) {
-          throw new BucketUnavailable(
-            `LIST ${prefix}: nothing in ${RESTORE_LIST_SILENCE_MS} ms`,
-            { ambiguous: false, cause: e },
-          );
-        }
-        if (!(e instanceof BucketUnavailable) || attempt >= RESTORE_READ_TRIES) throw e;
-      } finally {
-        limit.done();
-      }
-      await clock.sleep(RESTORE_RETRY_PAUSES_MS[attempt - 1], signal);
-    }
+    const page = await listPage(bucket, clock, prefix, { continuationToken }, signal);
+    objects.push(...page.objects);
+    continuationToken = page.continuationToken;
   } while (continuationToken !== undefined);
   return objects;
+}
+
+/**
+ * One page of a listing of `prefix`, bounded and retried as
+ * {@linkcode listObjects} does each of its pages.
+ *
+ * @example
+ * ```ts
+ * import { listPage } from "./restore.ts";
+ * import { MemoryBucket } from "../bucket/memory.ts";
+ * import { systemClock } from "../time/clock.ts";
+ * const page = await listPage(new MemoryBucket(), systemClock, "actors/t/c/n/", { maxKeys: 10 });
+ * page.objects.length; // 0
+ * ```
+ */
+export async function listPage(
+  bucket: Bucket,
+  clock: Clock,
+  prefix: string,
+  options: Pick<ListOptions, "startAfter" | "continuationToken" | "maxKeys">,
+  signal?: AbortSignal,
+): Promise<ListPage> {
+  for (let attempt = 1;; attempt++) {
+    const limit = deadline(clock, RESTORE_LIST_SILENCE_MS, `LIST ${prefix}`, signal);
+    try {
+      return await bucket.list(prefix, { ...options, signal: limit.signal });
+    } catch (e) {
+      signal?.throwIfAborted();
+      if (e instanceof DeadlineExceeded) {
+        throw new BucketUnavailable(
+          `LIST ${prefix}: nothing in ${RESTORE_LIST_SILENCE_MS} ms`,
+          { ambiguous: false, cause: e },
+        );
+      }
+      if (!(e instanceof BucketUnavailable) || attempt >= RESTORE_READ_TRIES) throw e;
+    } finally {
+      limit.done();
+    }
+    await clock.sleep(RESTORE_RETRY_PAUSES_MS[attempt - 1], signal);
+  }
 }
 
 /**

@@ -1,19 +1,20 @@
 import assert from "node:assert/strict";
-import type { DeleteOptions } from "../../src/bucket/bucket.ts";
+import type { DeleteOptions, ListOptions, ListPage } from "../../src/bucket/bucket.ts";
 import { BucketUnavailable } from "../../src/bucket/errors.ts";
 import { actorPrefix } from "../../src/bucket/keys.ts";
 import { MemoryBucket } from "../../src/bucket/memory.ts";
 import { CHECKSUM_FLAG } from "../../src/ltx/checksum.ts";
 import {
+  COLLECT_FIRST_PAGE_KEYS,
   collectHistory,
   type CollectOptions,
   ERASE_RETRY_PAUSE_MS,
   ERASE_TRIES,
   eraseHistory,
 } from "../../src/replication/collect.ts";
-import { baseKey, deletedKey, walFileKey } from "../../src/replication/history.ts";
+import { baseKey, deletedKey, parseHistory, walFileKey } from "../../src/replication/history.ts";
 import { ReadLimiter } from "../../src/replication/read_limiter.ts";
-import { restoreActor } from "../../src/replication/restore.ts";
+import { listObjects, restoreActor } from "../../src/replication/restore.ts";
 import { FakeClock } from "../bucket/fake_clock.ts";
 import { ACTOR, inspect, putBase, putDeleted, putFile, SCHEMA, SourceDb } from "./source_db.ts";
 
@@ -162,6 +163,216 @@ Deno.test("collectHistory: nothing without the snapshot; failed deletes are coun
     assert.deepEqual(await collect(), { deleted: 2, failed: 0 });
   } finally {
     source.close();
+  }
+});
+
+/** A memory bucket that counts listing pages and the objects they returned. */
+class CountingLists extends MemoryBucket {
+  pages = 0;
+  objects = 0;
+  override async list(prefix: string, options?: ListOptions): Promise<ListPage> {
+    const page = await super.list(prefix, options);
+    this.pages++;
+    this.objects += page.objects.length;
+    return page;
+  }
+}
+
+/**
+ * What the rule deletes, from the whole listing (the collection as it was
+ * before it walked the listing in stretches): the reference for the walk.
+ */
+async function ruleDeletes(
+  bucket: MemoryBucket,
+  g: bigint,
+  n: bigint,
+  cutoff: number,
+): Promise<string[]> {
+  const listed = await listObjects(bucket, new FakeClock(), actorPrefix(ACTOR) + "wal/");
+  const history = parseHistory(listed, ACTOR);
+  const snapshot = history.files.find((f) =>
+    f.generation === g && f.minTxid === 1n && f.maxTxid === n
+  );
+  if (!snapshot) return [];
+  return [
+    ...history.files.filter((f) =>
+      f !== snapshot && f.generation <= g && f.maxTxid <= n && f.lastModified < cutoff
+    ),
+    ...[...history.bases.values()].filter((b) => b.generation < g && b.lastModified < cutoff),
+  ].map((o) => o.key).sort();
+}
+
+/**
+ * A history as uploads make it: generations one after another, each a base,
+ * then deltas of one or a few TXIDs, a snapshot every `every` uploads, one
+ * upload per `stepMs`; the holder of a generation may land a few files after
+ * the next one took over. Returns the last snapshot of the last generation.
+ */
+async function uploads(
+  bucket: MemoryBucket,
+  clock: FakeClock,
+  random: () => number,
+  generations: number,
+  perGeneration: number,
+  every: number,
+  stepMs: number,
+): Promise<{ g: bigint; n: bigint }> {
+  let txid = 0n;
+  let last = { g: 0n, n: 0n };
+  for (let gen = 1n; gen <= BigInt(generations); gen++) {
+    await bucket.put(baseKey(ACTOR, gen), new Uint8Array([1]));
+    let count = 0;
+    if (txid === 0n || random() < 0.3) {
+      // A first file from an empty database (or an adoption): a snapshot.
+      txid++;
+      await bucket.put(walFileKey(ACTOR, gen, 1n, txid), new Uint8Array([1]));
+      last = { g: gen, n: txid };
+    }
+    for (let u = 0; u < perGeneration; u++) {
+      await clock.advance(stepMs);
+      const min = txid + 1n;
+      txid += BigInt(1 + Math.floor(random() * 3));
+      await bucket.put(walFileKey(ACTOR, gen, min, txid), new Uint8Array([1]));
+      if (++count % every === 0) {
+        await bucket.put(walFileKey(ACTOR, gen, 1n, txid), new Uint8Array([1]));
+        last = { g: gen, n: txid };
+      }
+    }
+    if (gen > 1n && random() < 0.5) {
+      // The previous holder, paused, lands a file late: after the take-over's TXID.
+      await bucket.put(walFileKey(ACTOR, gen - 1n, txid + 1n, txid + 1n), new Uint8Array([1]));
+    }
+  }
+  return last;
+}
+
+function seeded(seed: number): () => number {
+  let x = seed;
+  return () => (x = (Math.imul(x, 1103515245) + 12345) >>> 0) / 2 ** 32;
+}
+
+Deno.test("collectHistory: a pass over a long young history lists about one page", async () => {
+  const clock = new FakeClock();
+  const bucket = new CountingLists({ clock });
+  // One hour of history at one upload a second: 3,600 files and 56 snapshots.
+  const { g, n } = await uploads(bucket, clock, seeded(7), 1, 3_600, 64, 1_000);
+  bucket.pages = 0;
+  bucket.objects = 0;
+  const counts = await collectHistory({
+    bucket,
+    clock,
+    actor: ACTOR,
+    generation: g,
+    snapshotTxid: n,
+    retentionMs: 3_600_000 + 60_000,
+    stillHolds: () => true,
+  });
+  assert.deepEqual(counts, { deleted: 0, failed: 0 });
+  // The first page, then one from the snapshot on (past the younger snapshots).
+  assert.ok(bucket.pages <= 2, `${bucket.pages} pages`);
+  assert.ok(bucket.objects <= 2 * COLLECT_FIRST_PAGE_KEYS, `${bucket.objects} objects`);
+
+  // Ten minutes later, the oldest ten minutes go, and not much else is listed.
+  await clock.advance(10 * 60_000);
+  bucket.pages = 0;
+  bucket.objects = 0;
+  const expected = await ruleDeletes(bucket, g, n, clock.now() - 3_600_000);
+  bucket.pages = 0;
+  bucket.objects = 0;
+  const later = await collectHistory({
+    bucket,
+    clock,
+    actor: ACTOR,
+    generation: g,
+    snapshotTxid: n,
+    retentionMs: 3_600_000,
+    stillHolds: () => true,
+  });
+  assert.ok(expected.length > 500, `${expected.length}`);
+  assert.deepEqual(later, { deleted: expected.length, failed: 0 });
+  // Pages double while they hold something to delete: at most twice what goes, and a little.
+  assert.ok(
+    bucket.objects <= 2 * expected.length + 4 * COLLECT_FIRST_PAGE_KEYS,
+    `${bucket.objects}`,
+  );
+});
+
+Deno.test("collectHistory: deletes what the rule over the whole listing deletes", async () => {
+  for (let seed = 1; seed <= 30; seed++) {
+    const random = seeded(seed);
+    const clock = new FakeClock();
+    const bucket = new CountingLists({ clock });
+    const generations = 1 + Math.floor(random() * 4);
+    const every = [1, 3, 8, 64][Math.floor(random() * 4)];
+    const last = await uploads(bucket, clock, random, generations, 40 + seed * 17, every, 1_000);
+    // The newest snapshot, or an older one (a collection that ran late).
+    const listed = await listObjects(bucket, clock, actorPrefix(ACTOR) + "wal/");
+    const history = parseHistory(listed, ACTOR);
+    const snapshots = history.files.filter((f) => f.minTxid === 1n);
+    const pick = random() < 0.5 ? last : snapshots[Math.floor(random() * snapshots.length)];
+    const g = "g" in pick ? pick.g : pick.generation;
+    const n = "n" in pick ? pick.n : pick.maxTxid;
+    const span = clock.now() - 1_700_000_000_000;
+    const retentionMs = Math.floor(random() * 1.2 * span);
+    const cutoff = clock.now() - retentionMs;
+    const expected = await ruleDeletes(bucket, g, n, cutoff);
+    const all = async () =>
+      new Set((await listObjects(bucket, clock, actorPrefix(ACTOR))).map((o) => o.key));
+    const before = await all();
+    const counts = await collectHistory({
+      bucket,
+      clock,
+      actor: ACTOR,
+      generation: g,
+      snapshotTxid: n,
+      retentionMs,
+      stillHolds: () => true,
+    });
+    const after = await all();
+    const deleted = [...before].filter((k) => !after.has(k)).sort();
+    assert.deepEqual(deleted, expected, `seed ${seed}: g ${g}, n ${n}, retention ${retentionMs}`);
+    assert.deepEqual(counts, { deleted: expected.length, failed: 0 });
+  }
+});
+
+Deno.test("collectHistory: files landed out of order are kept longer, never deleted early", async () => {
+  for (let seed = 1; seed <= 20; seed++) {
+    const random = seeded(seed);
+    const clock = new FakeClock();
+    const bucket = new MemoryBucket({ clock });
+    await bucket.put(baseKey(ACTOR, 1n), new Uint8Array([1]));
+    // Files of TXIDs 1-200 (snapshots every 16) put in a shuffled order.
+    const keys = [walFileKey(ACTOR, 1n, 1n, 1n)];
+    for (let t = 2n; t <= 200n; t++) {
+      keys.push(walFileKey(ACTOR, 1n, t, t));
+      if (t % 16n === 0n) keys.push(walFileKey(ACTOR, 1n, 1n, t));
+    }
+    for (let i = keys.length - 1; i > 0; i--) {
+      const j = Math.floor(random() * (i + 1));
+      [keys[i], keys[j]] = [keys[j], keys[i]];
+    }
+    for (const key of keys) {
+      await clock.advance(1_000);
+      await bucket.put(key, new Uint8Array([1]));
+    }
+    const retentionMs = Math.floor(random() * keys.length * 1_000);
+    const expected = await ruleDeletes(bucket, 1n, 192n, clock.now() - retentionMs);
+    const before = new Set(
+      (await listObjects(bucket, clock, actorPrefix(ACTOR))).map((o) => o.key),
+    );
+    await collectHistory({
+      bucket,
+      clock,
+      actor: ACTOR,
+      generation: 1n,
+      snapshotTxid: 192n,
+      retentionMs,
+      stillHolds: () => true,
+    });
+    const after = new Set((await listObjects(bucket, clock, actorPrefix(ACTOR))).map((o) => o.key));
+    for (const key of before) {
+      if (!after.has(key)) assert.ok(expected.includes(key), `seed ${seed}: ${key} deleted`);
+    }
   }
 });
 
