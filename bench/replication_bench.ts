@@ -671,10 +671,17 @@ async function restoreCases(
     const rows = rowsPerEvent * RESTORE_BUILD_EVENTS;
     for (const shape of ["snapshot + 64 deltas", "1 snapshot"]) {
       if (shape === "1 snapshot") {
+        const stalls = watchStalls();
         const start = performance.now();
         if (!await actor.replica.snapshot(actor.db)) throw new Error("snapshot not uploaded");
-        snapshotTimes.push({ sizeMb, ms: performance.now() - start });
-        log(`restore: periodic snapshot of ${name} took ${snapshotTimes.at(-1)!.ms.toFixed(0)} ms`);
+        const ms = performance.now() - start;
+        snapshotTimes.push({ sizeMb, ms, longestStallMs: stalls.stop() });
+        log(
+          `restore: periodic snapshot of ${name} took ${ms.toFixed(0)} ms, the longest ` +
+            `stretch without a turn of the event loop ${
+              snapshotTimes.at(-1)!.longestStallMs.toFixed(0)
+            } ms`,
+        );
         // The snapshot starts a history collection (a listing); let it end.
         await new Promise((resolve) => setTimeout(resolve, 200));
       }
@@ -750,7 +757,30 @@ async function restoreCases(
 }
 
 /** The periodic snapshot of each restore database, timed (FileBucket). */
-const snapshotTimes: { sizeMb: number; ms: number }[] = [];
+const snapshotTimes: { sizeMb: number; ms: number; longestStallMs: number }[] = [];
+
+/**
+ * Watches the event loop with a 1 ms interval timer; `stop` returns the
+ * longest time between two of its ticks (what other actors of the executor
+ * would have waited, at worst), ms.
+ */
+function watchStalls(): { stop(): number } {
+  let last = performance.now();
+  let longest = 0;
+  const tick = () => {
+    const now = performance.now();
+    longest = Math.max(longest, now - last);
+    last = now;
+  };
+  const timer = setInterval(tick, 1);
+  return {
+    stop() {
+      tick();
+      clearInterval(timer);
+      return longest;
+    },
+  };
+}
 
 const mbps = (bytes: number, ms: number) => bytes / BYTES_PER_MB / (ms / 1000);
 
@@ -875,7 +905,9 @@ function parts(dir: string): PartResult[] {
     ),
     "ms",
   );
-  for (const r of results) log(`  ${r.part}: ${r.value.toFixed(r.unit === "ms" ? 1 : 2)} ${r.unit}`);
+  for (const r of results) {
+    log(`  ${r.part}: ${r.value.toFixed(r.unit === "ms" ? 1 : 2)} ${r.unit}`);
+  }
   return results;
 }
 
@@ -1024,8 +1056,11 @@ function report(
   lines.push("");
   lines.push(
     "Periodic snapshot of a restore database (read every page, encode, upload to the FileBucket; " +
-      "the actor's next event waits for it): " +
-      snapshotTimes.map((t) => `${t.sizeMb} MB: ${t.ms.toFixed(0)} ms`).join(", "),
+      "the actor's next event waits for it; in parentheses the longest stretch without a turn of " +
+      "the event loop, when the executor's other actors wait): " +
+      snapshotTimes.map((t) =>
+        `${t.sizeMb} MB: ${t.ms.toFixed(0)} ms (${t.longestStallMs.toFixed(0)} ms)`
+      ).join(", "),
   );
   return lines.join("\n");
 }
