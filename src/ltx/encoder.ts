@@ -168,6 +168,16 @@ export class LtxEncoder {
 
   /** Ends the file (empty page header, page index, trailer) and returns its bytes. */
   finish(): Uint8Array {
+    return this.finishView().slice();
+  }
+
+  /**
+   * Ends the file as {@linkcode LtxEncoder.finish} does, but returns its
+   * bytes as a view of the encoder's buffer, without copying them: the
+   * buffer may be larger than the file, so a caller that keeps the bytes
+   * long, or hands their `buffer` on, should copy them.
+   */
+  finishView(): Uint8Array {
     if (this.#finished) throw new LtxError("file already finished");
     checkSnapshotEnd(this.#header, this.#prev);
     this.#finished = true;
@@ -185,7 +195,7 @@ export class LtxEncoder {
     view.setBigUint64(n, this.#postApplyChecksum);
     this.#hash.update(out.subarray(tail, n + 8));
     view.setBigUint64(n + 8, CHECKSUM_FLAG | this.#hash.digest());
-    return out.slice(0, n + TRAILER_SIZE);
+    return out.subarray(0, n + TRAILER_SIZE);
   }
 }
 

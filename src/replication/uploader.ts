@@ -7,6 +7,7 @@
  * @module
  */
 
+import { setImmediate } from "node:timers";
 import type { Bucket } from "../bucket/bucket.ts";
 import { PreconditionFailed } from "../bucket/errors.ts";
 import type { ActorId } from "../bucket/keys.ts";
@@ -15,7 +16,7 @@ import { BYTES_PER_MB } from "../bucket/bounds.ts";
 import type { Clock } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
 import { CHECKSUM_FLAG } from "../ltx/checksum.ts";
-import { encodeLtx, type LtxPage } from "../ltx/encoder.ts";
+import { encodeLtx, LtxEncoder, type LtxPage } from "../ltx/encoder.ts";
 import { lockPgno } from "../ltx/checksum.ts";
 import {
   baseKey,
@@ -38,6 +39,13 @@ export const SNAPSHOT_RETRY_MS = 30_000;
  * first failure, the second, and every later one.
  */
 export const SNAPSHOT_RETRY_WRITES = [1n, 8n, 64n] as const;
+
+/**
+ * Pages of a periodic snapshot encoded between two turns of the event loop
+ * (1 MiB of 4 KiB pages, a few milliseconds): a large database's snapshot
+ * does not hold up the executor's other actors while it is encoded.
+ */
+export const SNAPSHOT_PAGES_PER_TURN = 256;
 
 /** A periodic snapshot's one attempt: this, plus a second per megabyte… */
 export const SNAPSHOT_ATTEMPT_BASE_MS = 5000;
@@ -113,9 +121,19 @@ type Job =
   | { kind: "delete"; txid: bigint; resolve: () => void; reject: (e: unknown) => void }
   | {
     kind: "periodic-snapshot";
-    file: PendingFile;
+    snapshot: SnapshotSource;
     resolve: (ok: boolean) => void;
   };
+
+/** A periodic snapshot to encode: every page of the database at `maxTxid`. */
+interface SnapshotSource {
+  maxTxid: bigint;
+  pageSize: number;
+  commit: number;
+  /** Every page, ascending; read as the snapshot is encoded. */
+  pages: Iterable<LtxPage>;
+  postApplyChecksum: bigint;
+}
 
 interface Waiter {
   txid: bigint;
@@ -248,8 +266,11 @@ export class ActorUploader {
 
   /**
    * Tries one periodic snapshot of the database as it is now (`pages`: every
-   * page, at TXID `position.txid`). One attempt; resolves whether it landed.
-   * A failure costs no write.
+   * page in ascending order, at TXID `position.txid`). One attempt; resolves
+   * whether it landed. A failure costs no write. The pages are taken
+   * {@linkcode SNAPSHOT_PAGES_PER_TURN} at a time with a turn of the event
+   * loop between (they may be read as they are taken), so the database must
+   * not change until this resolves: the caller holds the actor meanwhile.
    */
   snapshot(
     position: ReplicaPosition,
@@ -261,18 +282,15 @@ export class ActorUploader {
     if (position.txid !== this.#lastTxid) {
       throw new Error(`snapshot at ${position.txid} but the last commit is ${this.#lastTxid}`);
     }
-    const file: PendingFile = {
-      minTxid: 1n,
+    const snapshot: SnapshotSource = {
       maxTxid: position.txid,
       pageSize,
       commit,
-      pages: new Map([...pages].map((p) => [p.pgno, p.data])),
-      preApplyChecksum: 0n,
+      pages,
       postApplyChecksum: position.checksum,
-      snapshot: true,
     };
     return new Promise((resolve) => {
-      this.#jobs.push({ kind: "periodic-snapshot", file, resolve });
+      this.#jobs.push({ kind: "periodic-snapshot", snapshot, resolve });
       this.#run();
     });
   }
@@ -335,12 +353,13 @@ export class ActorUploader {
       this.#land(job.txid);
       job.resolve();
     } else {
-      job.resolve(await this.#periodicSnapshot(job.file));
+      job.resolve(await this.#periodicSnapshot(job.snapshot));
     }
   }
 
-  async #periodicSnapshot(file: PendingFile): Promise<boolean> {
-    const bytes = encodeFile(file, this.#o.clock.now());
+  async #periodicSnapshot(snapshot: SnapshotSource): Promise<boolean> {
+    const bytes = await encodeSnapshot(snapshot, this.#o.clock.now());
+    const file = { minTxid: 1n, maxTxid: snapshot.maxTxid };
     const megabytes = Math.max(1, Math.ceil(bytes.length / BYTES_PER_MB));
     const maxAttemptMs = Math.min(
       SNAPSHOT_ATTEMPT_BASE_MS + megabytes * 1000,
@@ -451,6 +470,54 @@ function mergeInto(file: PendingFile, commit: Commit) {
   file.postApplyChecksum = commit.postApplyChecksum;
   for (const pgno of file.pages.keys()) if (pgno > commit.commit) file.pages.delete(pgno);
   for (const page of commit.pages) file.pages.set(page.pgno, page.data);
+}
+
+/** A turn of the event loop: timers and I/O run (`setTimeout(0)` would wait 1-4 ms). */
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
+ * Encodes a periodic snapshot {@linkcode SNAPSHOT_PAGES_PER_TURN} pages at a
+ * time, with a turn of the event loop between.
+ */
+async function encodeSnapshot(snapshot: SnapshotSource, timestamp: number): Promise<Uint8Array> {
+  const { maxTxid, pageSize, commit } = snapshot;
+  const lock = lockPgno(pageSize);
+  const expected = commit >= lock ? commit - 1 : commit;
+  const encoder = new LtxEncoder(
+    { pageSize, commit, minTxid: 1n, maxTxid, timestamp, preApplyChecksum: 0n },
+    snapshot.postApplyChecksum,
+    expected,
+  );
+  let count = 0;
+  // Each chunk's pages are taken (and so read) only once its turn has come.
+  const pages = snapshot.pages[Symbol.iterator]();
+  try {
+    for (;;) {
+      if (count > 0 && count % SNAPSHOT_PAGES_PER_TURN === 0) await nextTurn();
+      const next = pages.next();
+      if (next.done) break;
+      encoder.add(next.value);
+      count++;
+    }
+  } finally {
+    pages.return?.();
+  }
+  // A snapshot must hold every page: a missing one is a capture bug, and
+  // a file the restore would refuse.
+  if (count !== expected) {
+    throw new Error(`snapshot at ${maxTxid} holds ${count} of ${expected} pages`);
+  }
+  // Copied out of the encoder's larger buffer at its size, a turn between pieces.
+  const view = encoder.finishView();
+  const bytes = new Uint8Array(view.length);
+  const piece = SNAPSHOT_PAGES_PER_TURN * pageSize * 4;
+  for (let at = 0; at < view.length; at += piece) {
+    if (at > 0) await nextTurn();
+    bytes.set(view.subarray(at, at + piece), at);
+  }
+  return bytes;
 }
 
 function encodeFile(file: PendingFile, timestamp: number): Uint8Array {

@@ -9,6 +9,7 @@ import {
   encodeLtx,
   HEADER_FLAG_NO_CHECKSUM,
   lockPgno,
+  LtxEncoder,
   LtxError,
   type LtxPage,
   PAGE_FLAG_SIZE,
@@ -292,6 +293,29 @@ Deno.test("the decoder's page checksums are each page's, from the pass that chec
     postApplyChecksum: 0n,
   }));
   assert.equal(untracked.pageChecksums, undefined);
+});
+
+Deno.test("LtxEncoder page by page writes what encodeLtx writes; finishView is finish's bytes", () => {
+  const pages = [1, 2, 3, 4].map((pgno) => page(pgno, pgno * 7));
+  const header = { pageSize: PAGE, commit: 4, minTxid: 1n, maxTxid: 2n, timestamp: 5 };
+  const post = databaseChecksum(image(pages), PAGE);
+  const whole = encodeLtx({ header, pages, postApplyChecksum: post });
+  for (const sized of [undefined, 1, 4, 100]) {
+    const encoder = new LtxEncoder(header, post, sized);
+    for (const p of pages) encoder.add(p);
+    assert.deepEqual(encoder.finish(), whole);
+    const viewed = new LtxEncoder(header, post, sized);
+    for (const p of pages) viewed.add(p);
+    assert.deepEqual(viewed.finishView().slice(), whole);
+    assert.throws(() => viewed.add(page(5, 0)), /after the file was finished/);
+    assert.throws(() => viewed.finish(), /already finished/);
+  }
+  const missing = new LtxEncoder(header, post);
+  missing.add(pages[0]);
+  assert.throws(() => missing.add(pages[2]), /snapshot page 3 follows page 1/);
+  const short = new LtxEncoder(header, post);
+  short.add(pages[0]);
+  assert.throws(() => short.finish(), /snapshot ends at page 1/);
 });
 
 Deno.test("page checksums include the page number", () => {

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { BucketUnavailable, PreconditionFailed } from "../../src/bucket/errors.ts";
 import { actorPrefix } from "../../src/bucket/keys.ts";
 import { MemoryBucket } from "../../src/bucket/memory.ts";
-import { CHECKSUM_FLAG } from "../../src/ltx/checksum.ts";
+import { setImmediate } from "node:timers";
+import { CHECKSUM_FLAG, databaseChecksum } from "../../src/ltx/checksum.ts";
 import { decodeLtx } from "../../src/ltx/decoder.ts";
 import {
   baseKey,
@@ -16,6 +17,7 @@ import {
   ActorUploader,
   type ActorUploaderOptions,
   ReplicationFailed,
+  SNAPSHOT_PAGES_PER_TURN,
 } from "../../src/replication/uploader.ts";
 import { FakeClock } from "../bucket/fake_clock.ts";
 import { verifyLtxChainBytes } from "../helpers/ltx_verify.ts";
@@ -619,4 +621,49 @@ Deno.test({
     assert.deepEqual(h.failures, [], "a periodic snapshot is an optimisation: it fails no event");
     assert.equal(h.uploader.landedTxid, 102n);
   },
+});
+
+Deno.test("uploader: a large periodic snapshot is encoded a chunk of pages per turn of the event loop", async () => {
+  const pageSize = 4096;
+  const count = 2 * SNAPSHOT_PAGES_PER_TURN + 100;
+  const image = new Uint8Array(count * pageSize);
+  for (let i = 0; i < image.length; i += 65536) {
+    crypto.getRandomValues(image.subarray(i, i + 65536));
+  }
+  image.fill(0, 0, 10 * pageSize); // some pages compress
+  const position = { txid: 9n, checksum: databaseChecksum(image, pageSize) };
+  const h = new Harness({ start: position, lastSnapshotTxid: 1n });
+  // Other work of the executor: a task per turn of the event loop.
+  let turns = 0;
+  let watching = true;
+  const turn = () => {
+    turns++;
+    if (watching) setImmediate(turn);
+  };
+  setImmediate(turn);
+  const seen: number[] = [];
+  function* pages() {
+    for (let pgno = 1; pgno <= count; pgno++) {
+      seen.push(turns);
+      yield { pgno, data: image.subarray((pgno - 1) * pageSize, pgno * pageSize) };
+    }
+  }
+  try {
+    assert.equal(await h.settle(h.uploader.snapshot(position, pageSize, count, pages())), true);
+  } finally {
+    watching = false;
+  }
+  // Turns ran between chunks, never inside one: the pages are taken as encoded.
+  for (let i = 1; i < count; i++) {
+    const between = seen[i] > seen[i - 1];
+    assert.equal(between, i % SNAPSHOT_PAGES_PER_TURN === 0, `before page ${i + 1}`);
+  }
+  const file = decodeLtx(await h.object(walFileKey(ACTOR, 1n, 1n, 9n)));
+  assert.equal(file.pages.length, count);
+  assert.equal(file.postApplyChecksum, position.checksum);
+  file.pages.forEach((p, i) => {
+    assert.deepEqual(p.data, image.subarray(i * pageSize, (i + 1) * pageSize), `page ${i + 1}`);
+  });
+  assert.deepEqual(h.snapshots, [9n]);
+  assert.deepEqual(h.failures, []);
 });
