@@ -227,6 +227,9 @@ export class WasmKeepNode {
       logLevel: options.logLevel,
       clock,
       log,
+      // A standalone node's bucket is on its own disk: replicating into it
+      // would protect nothing (ADR 0005).
+      replicate: options.cluster !== undefined,
       bucketUrl,
       nodeId: options.nodeId,
       historyRetentionMs: options.historyRetentionMs,

@@ -26,9 +26,9 @@ import { FrameSender, readFrames } from "./frames.ts";
 import { DatabasePool } from "../sqlite/database_pool.ts";
 import { type ActorDatabase, type SqlError, toSqlError } from "../sqlite/actor_database.ts";
 import { openBucket } from "../bucket/open.ts";
-import type { Bucket } from "../bucket/bucket.ts";
 import { systemClock, systemRandom } from "../time/clock.ts";
 import { ActorReplica, type ReplicaContext } from "../replication/replica.ts";
+import { type ActorStore, LocalStore, ReplicatedStore } from "./actor_store.ts";
 import { ReadLimiter } from "../replication/read_limiter.ts";
 import { ReplicationFailed, type SnapshotSchedule } from "../replication/uploader.ts";
 import { HistoryError } from "../replication/history.ts";
@@ -81,7 +81,8 @@ interface ResidentActor {
   generation: number;
   /** Unset when the next event must make a new instance (after a trap, or a delete). */
   exports: ActorExportCalls | undefined;
-  replica: ActorReplica;
+  /** Its database, replicated or local (set once the wake opened it). */
+  store: ActorStore;
   /** The event holding the run token for this actor, if any. */
   seq: number;
   /** Discarded: an event suspended in it must not touch its database again. */
@@ -162,8 +163,8 @@ class Executor {
   readonly #databases: DatabasePool;
   readonly #sender: FrameSender;
   readonly #log: Logger;
-  readonly #bucket: Bucket;
-  readonly #replication: ReplicaContext;
+  /** Unset on a standalone node: its actors' databases are local only (ADR 0005). */
+  readonly #replication: ReplicaContext | undefined;
   /** The tail of each actor's events: one actor's events run one at a time, in order. */
   readonly #chains = new Map<string, Promise<void>>();
   /** Failed periodic snapshots of sleeping actors, least recently touched first. */
@@ -183,7 +184,11 @@ class Executor {
   constructor(readonly init: ExecutorInit, classes: LoadedClass[], sender: FrameSender) {
     this.#sender = sender;
     for (const loaded of classes) this.#classes.set(loaded.spec.className, loaded);
-    this.#databases = new DatabasePool(init.maxOpenDatabases, () => performance.now());
+    this.#databases = new DatabasePool(
+      init.maxOpenDatabases,
+      () => performance.now(),
+      init.replicate ? "replicated" : "local",
+    );
     // The executor runs no cluster code and has no clock to share: its own
     // timer is fine here. Unref'd, so it never keeps the process alive.
     const sweep = setInterval(
@@ -192,16 +197,17 @@ class Executor {
     );
     Deno.unrefTimer(sweep);
     this.#log = createLogger({ level: init.logLevel as LogLevel });
-    this.#bucket = openBucket(init.bucketUrl, { clock: systemClock, random: systemRandom });
-    this.#replication = {
-      bucket: this.#bucket,
-      clock: systemClock,
-      log: this.#log,
-      nodeId: init.nodeId,
-      limiter: new ReadLimiter(init.restoreReads, init.restoreBytes),
-      historyRetentionMs: init.historyRetentionMs,
-      count: (name, by = 1) => this.post({ type: "count", name, by }),
-    };
+    this.#replication = init.replicate
+      ? {
+        bucket: openBucket(init.bucketUrl, { clock: systemClock, random: systemRandom }),
+        clock: systemClock,
+        log: this.#log,
+        nodeId: init.nodeId,
+        limiter: new ReadLimiter(init.restoreReads, init.restoreBytes),
+        historyRetentionMs: init.historyRetentionMs,
+        count: (name, by = 1) => this.post({ type: "count", name, by }),
+      }
+      : undefined;
   }
 
   post(message: FromExecutor) {
@@ -312,17 +318,17 @@ class Executor {
               "nothing is durable before it; run the other statements with exec",
           });
         }
-        let result;
-        try {
-          result = db.exec(sql, params);
-        } catch (error) {
-          throw new GuestError(toSqlError(error));
+        const { result, durable } = actor.store.execDurable(db, () => {
+          try {
+            return db.exec(sql, params);
+          } catch (error) {
+            throw new GuestError(toSqlError(error));
+          }
+        });
+        if (durable) {
+          await this.#suspend(actor.seq, durable);
+          alive();
         }
-        if (db.inTransaction) return result;
-        const txid = actor.replica.capture(db);
-        if (txid === undefined) return result;
-        await this.#suspend(actor.seq, this.#makeDurable(actor, txid));
-        alive();
         return result;
       },
       inTransaction: () => this.#databases.peek(path)?.inTransaction ?? false,
@@ -335,16 +341,15 @@ class Executor {
             message: "delete-self cannot run inside a transaction; commit or roll it back first",
           });
         }
-        // What committed before the delete takes its own TXID, then the
-        // delete takes the next one; the marker is uploaded in that order.
-        actor.replica.capture(db);
+        // Replicated, what committed before the delete takes its own TXID,
+        // then the delete takes the next one; the marker is uploaded in that
+        // order. Local, the wipe is the whole delete.
+        actor.store.committed(db);
         this.#databases.wipe(path);
         // A new instance over the emptied database for the next event, and
         // on-init runs again.
         actor.exports = undefined;
-        actor.replica.recordDelete().catch(() => {
-          // A failed upload already gave the actor up (onFailure).
-        });
+        actor.store.deleted();
       },
       self: () => ({ tenant: key.tenant, class: key.class, name: key.name }),
       call: () => fail(unavailable("actors.call", "calls between actors").message),
@@ -361,26 +366,6 @@ class Executor {
     };
   }
 
-  /** Waits for `txid` to land, then asks the node whether it still held the actor then. */
-  async #makeDurable(actor: ResidentActor, txid: bigint) {
-    try {
-      await actor.replica.uploaded(txid);
-    } catch (error) {
-      throw new GuestError({
-        code: "WASMKEEP_NOT_DURABLE",
-        message: `the write is committed here but did not reach the bucket: ${
-          (error as Error).message
-        }`,
-      });
-    }
-    if (!await this.#checkHold(actor)) {
-      throw new GuestError({
-        code: "WASMKEEP_NOT_DURABLE",
-        message: "the write reached the bucket, but this node no longer held the actor then",
-      });
-    }
-  }
-
   async #instantiate(loaded: LoadedClass, imports: ActorImports): Promise<ActorExportCalls> {
     const direct = loaded.spec.directModule;
     if (direct) return instantiateDirect(loaded.modules.get(direct)!, imports);
@@ -393,8 +378,26 @@ class Executor {
     const path = actorDatabasePath(this.init.dataDir, key);
     Deno.mkdirSync(path.slice(0, path.lastIndexOf("/")), { recursive: true });
     const actor = { key, id, path, generation, seq, dead: false } as ResidentActor;
+    actor.store = await this.#openStore(seq, actor);
+    this.#schedules.delete(id);
+    // Resident from here, so a failing on-init discards it with its store.
+    this.#resident.set(id, actor);
+    await this.#instantiateActor(actor);
+    return actor;
+  }
+
+  /**
+   * The actor's database at this generation. Replicated: restored from the
+   * bucket unless the local file is current (the event suspends meanwhile),
+   * then opened. Local (a standalone node, ADR 0005): the file is the only
+   * copy and is opened as it is, at the actor's first statement.
+   */
+  async #openStore(seq: number, actor: ResidentActor): Promise<ActorStore> {
+    const replication = this.#replication;
+    if (!replication) return new LocalStore();
+    const { key, id, path, generation } = actor;
     const abort = new AbortController();
-    const opening = ActorReplica.open(this.#replication, {
+    const opening = ActorReplica.open(replication, {
       actor: key,
       path,
       generation: BigInt(generation),
@@ -403,8 +406,9 @@ class Executor {
       openDatabase: () => this.#db(path),
       signal: abort.signal,
     });
+    let replica;
     try {
-      actor.replica = await this.#suspend(seq, opening, async () => {
+      replica = await this.#suspend(seq, opening, async () => {
         // The actor's next event must not start a restore beside this one.
         abort.abort(new Error("the event's wall-clock limit passed"));
         const late = await opening.catch(() => undefined);
@@ -428,11 +432,10 @@ class Executor {
       }
       throw error;
     }
-    this.#schedules.delete(id);
-    // Resident from here, so a failing on-init discards it with its replica.
-    this.#resident.set(id, actor);
-    await this.#instantiateActor(actor);
-    return actor;
+    return new ReplicatedStore(replica, {
+      checkHold: () => this.#checkHold(actor),
+      onClosed: (schedule) => this.#rememberSchedule(id, schedule),
+    });
   }
 
   /** Makes the actor's instance, running on-init once per code version. */
@@ -470,7 +473,7 @@ class Executor {
     if (!db) return;
     db.rollback();
     try {
-      if (actor.replica) actor.replica.capture(db);
+      actor.store?.committed(db);
     } catch (error) {
       this.#log.error("capture after a failed event failed", {
         actor: actor.id,
@@ -481,15 +484,15 @@ class Executor {
   }
 
   /**
-   * Drops an actor's instance and its replica without waiting for uploads;
-   * its local file is not vouched for, so its next wake restores.
+   * Drops an actor's instance and its store without waiting for uploads;
+   * replicated, its local file is not vouched for, so its next wake restores.
    */
   #discard(actor: ResidentActor) {
     actor.dead = true;
     if (this.#resident.get(actor.id) === actor) this.#resident.delete(actor.id);
     this.#databases.peek(actor.path)?.rollback();
     this.#databases.close(actor.path);
-    actor.replica?.abandon();
+    actor.store?.abandon();
   }
 
   /** An upload failed: the node gives the actor up (the spec's "Replication"). */
@@ -547,17 +550,16 @@ class Executor {
       }
       actor.seq = seq;
       const db = () => this.#databases.peek(actor!.path);
-      // A periodic snapshot holds the actor: its next event waits for it.
-      if (actor.replica.snapshotDue()) {
-        await this.#suspend(seq, actor.replica.snapshot(this.#db(actor.path)));
-      }
+      const path = actor.path;
+      const before = actor.store.beforeEvent(() => this.#db(path));
+      if (before) await this.#suspend(seq, before);
       // A delete-self during the event unsets the instance it runs in.
       const response = await actor.exports!.onRequest(request);
       if (db()?.inTransaction) {
         throw new EventFailure(500, "the event ended with a transaction open; it was rolled back");
       }
       const open = db();
-      if (open && !actor.dead) actor.replica.capture(open);
+      if (open && !actor.dead) actor.store.committed(open);
       if (!actor.dead) this.post({ type: "done", seq, response });
       else {this.post({
           type: "failed",
@@ -589,13 +591,12 @@ class Executor {
     }
   }
 
-  /** Closes a resident actor: its uploads land (bounded), then its database closes. */
+  /** Closes a resident actor: replicated, its uploads land (bounded); then its database closes. */
   async #close(actor: ResidentActor): Promise<boolean> {
     if (this.#resident.get(actor.id) === actor) this.#resident.delete(actor.id);
     if (actor.dead) return false;
-    const landed = await actor.replica.close(() => this.#databases.close(actor.path));
+    const landed = await actor.store.close(() => this.#databases.close(actor.path));
     actor.dead = true;
-    this.#rememberSchedule(actor.id, actor.replica.uploader.schedule);
     return landed;
   }
 
@@ -664,7 +665,7 @@ class Executor {
     await Promise.all([...this.#chains.values()].map((chain) => chain.catch(() => {})));
     await Promise.all([...this.#resident.values()].map((actor) => this.#close(actor)));
     this.#databases.closeAll();
-    await this.#bucket.close();
+    await this.#replication?.bucket.close();
     this.post({ type: "closed" });
   }
 }

@@ -88,7 +88,12 @@ export interface ExecutorPoolOptions {
    * again (at a new hold) or answers them. Without it they are answered 503.
    */
   onExecutorReplaced?: (index: number, unstarted: UnstartedEvent[]) => void;
-  /** The bucket executors replicate to. */
+  /**
+   * Whether actors' databases are replicated to the bucket: in cluster mode;
+   * a standalone node keeps them on its local disk only (ADR 0005).
+   */
+  replicate: boolean;
+  /** The bucket executors replicate to (when `replicate`). */
   bucketUrl: string;
   /** This node's id. */
   nodeId: string;
@@ -212,6 +217,7 @@ export class ExecutorPool {
       eventTimeoutMs: this.#options.eventTimeoutMs,
       classes: this.#options.classes,
       logLevel: this.#options.logLevel,
+      replicate: this.#options.replicate,
       bucketUrl: this.#options.bucketUrl,
       nodeId: this.#options.nodeId,
       historyRetentionMs: this.#options.historyRetentionMs,

@@ -52,7 +52,13 @@ export interface ExecutorInit {
   eventTimeoutMs: number;
   classes: ExecutorClass[];
   logLevel: string;
-  /** The bucket actors replicate to (the executor opens its own client). */
+  /**
+   * Whether actors' databases are replicated to the bucket (cluster mode);
+   * `false` on a standalone node, whose databases are kept on the local disk
+   * only (ADR 0005).
+   */
+  replicate: boolean;
+  /** The bucket actors replicate to (the executor opens its own client when `replicate`). */
   bucketUrl: string;
   /** This node's id, written into the `base` of each hold. */
   nodeId: string;

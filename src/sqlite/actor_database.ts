@@ -1,6 +1,9 @@
 /**
  * One actor's SQLite database: opened in WAL mode, statements run with
  * positional parameters, results in the shapes of the actor interface.
+ * Replicated (cluster mode), the host checkpoints it after capturing each
+ * event's commits and never fsyncs it; local (a standalone node, ADR 0005),
+ * SQLite checkpoints it and durable writes are fsynced here.
  *
  * @module
  */
@@ -48,6 +51,22 @@ export interface CommittedPages {
   commit: number;
   /** The pages they wrote, ascending, each with its last content, none past `commit`. */
   pages: LtxPage[];
+}
+
+/**
+ * How a database is kept (ADR 0005). `replicated`: the bucket is the
+ * durable copy; automatic checkpoints off (the host checkpoints once it read
+ * an event's commits from the `-wal`) and `synchronous = OFF`. `local`: the
+ * local disk is the only copy; SQLite's automatic checkpoints and
+ * `synchronous = NORMAL` (a commit is not fsynced, a checkpoint is), and
+ * {@linkcode ActorDatabase.syncToDisk} makes what committed durable.
+ */
+export type DatabaseMode = "replicated" | "local";
+
+/** Options of {@linkcode ActorDatabase}. */
+export interface ActorDatabaseOptions {
+  /** Default `replicated`. */
+  mode?: DatabaseMode;
 }
 
 /** A prepared statement and its result columns, cached together. */
@@ -134,15 +153,20 @@ export class ActorDatabase {
   #totalChanges: bigint | undefined;
   readonly #counters: StatementSync;
   /**
-   * Our own descriptor of the database file, for snapshots. It stays open
-   * as long as SQLite's: closing any descriptor of a file drops every POSIX
-   * lock this process holds on it, SQLite's exclusive lock included.
+   * Our own descriptor of the database file, for snapshots (replicated
+   * only). It stays open as long as SQLite's: closing any descriptor of a
+   * file drops every POSIX lock this process holds on it, SQLite's exclusive
+   * lock included.
    */
-  readonly #file: Deno.FsFile;
+  readonly #file: Deno.FsFile | undefined;
   #pageSize: number | undefined;
+  /** Whether the directory was fsynced since this connection opened (local only). */
+  #directorySynced = false;
+  readonly mode: DatabaseMode;
 
   /** Opens (creating if needed) the database at `path`. */
-  constructor(readonly path: string) {
+  constructor(readonly path: string, options: ActorDatabaseOptions = {}) {
+    this.mode = options.mode ?? "replicated";
     this.#db = new DatabaseSync(path);
     // One connection per actor, and only this process touches the file, so
     // an exclusive lock lets SQLite keep the WAL index in heap memory: two
@@ -150,15 +174,23 @@ export class ActorDatabase {
     // the open-file limit bounds how many databases can be open.
     this.#db.exec("PRAGMA locking_mode = EXCLUSIVE");
     this.#db.exec("PRAGMA journal_mode = WAL");
-    // The host checkpoints after it read what an event committed from the
-    // -wal file (capture); an automatic checkpoint would empty it first.
-    this.#db.exec("PRAGMA wal_autocheckpoint = 0");
-    // The bucket is the durable copy (the spec: "the node does not fsync it
-    // locally as well"), and a local file is trusted again only once checked
-    // against the bucket's history, so a torn local file costs a restore.
-    this.#db.exec("PRAGMA synchronous = OFF");
+    if (this.mode === "replicated") {
+      // The host checkpoints after it read what an event committed from the
+      // -wal file (capture); an automatic checkpoint would empty it first.
+      this.#db.exec("PRAGMA wal_autocheckpoint = 0");
+      // The bucket is the durable copy (the spec: "the node does not fsync it
+      // locally as well"), and a local file is trusted again only once checked
+      // against the bucket's history, so a torn local file costs a restore.
+      this.#db.exec("PRAGMA synchronous = OFF");
+    } else {
+      // The local file is the only copy: never torn (a checkpoint fsyncs the
+      // -wal before it copies it into the file), and a process crash loses no
+      // commit; a power loss may lose the commits since the last fsync, and
+      // a durable write fsyncs (syncToDisk).
+      this.#db.exec("PRAGMA synchronous = NORMAL");
+    }
     this.#db.exec(`CREATE TABLE IF NOT EXISTS ${META_TABLE} (key TEXT PRIMARY KEY, value TEXT)`);
-    this.#file = Deno.openSync(path, { read: true });
+    if (this.mode === "replicated") this.#file = Deno.openSync(path, { read: true });
     this.#counters = prepareForActor(
       this.#db,
       "SELECT total_changes(), changes(), last_insert_rowid()",
@@ -292,32 +324,83 @@ export class ActorDatabase {
     return { pageSize: header.pageSize, commit, pages: changed };
   }
 
+  get #reader(): Deno.FsFile {
+    if (!this.#file) throw new Error(`${this.path} is local: it has no snapshot reader`);
+    return this.#file;
+  }
+
   /**
    * Reads page `pgno` from the database file; what it holds after the last
-   * {@linkcode takeCommits} (which checkpointed).
+   * {@linkcode takeCommits} (which checkpointed). Replicated only.
    */
   readPage(pgno: number): Uint8Array {
     const size = this.pageSize;
     const out = new Uint8Array(size);
-    this.#file.seekSync((pgno - 1) * size, Deno.SeekMode.Start);
+    const file = this.#reader;
+    file.seekSync((pgno - 1) * size, Deno.SeekMode.Start);
     for (let n = 0; n < size;) {
-      const got = this.#file.readSync(out.subarray(n));
+      const got = file.readSync(out.subarray(n));
       if (got === null) throw new Error(`${this.path} ends inside page ${pgno}`);
       n += got;
     }
     return out;
   }
 
-  /** Pages in the database file (after the last checkpoint). */
+  /** Pages in the database file (after the last checkpoint). Replicated only. */
   get filePageCount(): number {
-    return this.#file.statSync().size / this.pageSize;
+    return this.#reader.statSync().size / this.pageSize;
+  }
+
+  /**
+   * Makes everything committed so far durable on the local disk (a local
+   * database, no transaction open): fdatasync of the `-wal`, which holds
+   * every commit since the last checkpoint (a checkpoint fsyncs what it
+   * copies into the file), and, once per connection, fsync of the directory,
+   * which holds the entries of the `-wal` (made when the connection first
+   * wrote) and of a new database file. SQLite cannot do it for a COMMIT:
+   * `PRAGMA synchronous = FULL` is refused inside a transaction (ADR 0005).
+   */
+  syncToDisk(): void {
+    if (this.mode !== "local") {
+      throw new Error(`${this.path} is replicated: the bucket is its copy`);
+    }
+    if (this.#db.isTransaction) throw new Error("syncToDisk with a transaction open");
+    let wal: Deno.FsFile | undefined;
+    try {
+      wal = Deno.openSync(`${this.path}-wal`, { read: true });
+    } catch (error) {
+      // No -wal: everything is in the database file, fsynced by the
+      // checkpoint that put it there.
+      if (!(error instanceof Deno.errors.NotFound)) throw error;
+    }
+    if (wal) {
+      // Any descriptor will do: fdatasync flushes the file, not the
+      // descriptor. Closing it drops no lock: SQLite locks the database
+      // file, not its -wal (and with an exclusive lock there is no -shm).
+      try {
+        wal.syncDataSync();
+      } finally {
+        wal.close();
+      }
+    }
+    if (!this.#directorySynced) {
+      const directory = Deno.openSync(this.path.slice(0, this.path.lastIndexOf("/")) || ".", {
+        read: true,
+      });
+      try {
+        directory.syncSync();
+      } finally {
+        directory.close();
+      }
+      this.#directorySynced = true;
+    }
   }
 
   /** Closes the database, rolling back an open transaction. */
   close(): void {
     if (this.#db.isOpen) {
       this.#db.close();
-      this.#file.close();
+      this.#file?.close();
     }
   }
 }

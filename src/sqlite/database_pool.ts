@@ -7,7 +7,7 @@
  * @module
  */
 
-import { ActorDatabase } from "./actor_database.ts";
+import { ActorDatabase, type DatabaseMode } from "./actor_database.ts";
 
 /**
  * A bounded set of open databases, by path.
@@ -26,8 +26,13 @@ export class DatabasePool {
   /**
    * @param maxOpen databases kept open at once
    * @param now the clock idle times are measured on, in milliseconds
+   * @param mode how the databases are kept (ADR 0005)
    */
-  constructor(readonly maxOpen: number, readonly now: () => number) {}
+  constructor(
+    readonly maxOpen: number,
+    readonly now: () => number,
+    readonly mode: DatabaseMode = "replicated",
+  ) {}
 
   /** The open database at `path`, opening (and creating) it if needed. */
   get(path: string): ActorDatabase {
@@ -44,7 +49,7 @@ export class DatabasePool {
       Deno.mkdirSync(dir, { recursive: true });
       this.#madeDirs.add(dir);
     }
-    const db = new ActorDatabase(path);
+    const db = new ActorDatabase(path, { mode: this.mode });
     this.#open.set(path, { db, lastUsed: this.now() });
     return db;
   }
