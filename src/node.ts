@@ -331,7 +331,7 @@ export class WasmKeepNode {
     const route = async (
       key: ActorKey,
       request: ActorRequest,
-      signal?: AbortSignal,
+      client?: { readonly signal: AbortSignal },
     ): Promise<EventOutcome> => {
       const cluster = plane.current;
       if (!cluster) return await host.dispatch(key, request);
@@ -357,7 +357,7 @@ export class WasmKeepNode {
       }
       if (where.kind === "local") return await host.dispatch(key, request);
       if (where.kind === "forward") {
-        return await cluster.forward(where.address, where.node, key, request, signal);
+        return await cluster.forward(where.address, where.node, key, request, client?.signal);
       }
       const unreachable: EventOutcome = { kind: "failed", status: 503, message: where.message };
       // Only what cannot have run yet and does no harm late is kept: a GET
@@ -368,7 +368,7 @@ export class WasmKeepNode {
       const holder = where.node;
       const kept = await waits.keep<EventOutcome>(
         `${key.tenant}/${key.class}/${key.name}`,
-        signal,
+        client?.signal,
         async () => {
           if (!cluster.valid()) {
             return { wait: false, outcome: "lease_lost", value: notReachable() };
@@ -388,7 +388,7 @@ export class WasmKeepNode {
             return {
               wait: false,
               outcome: "forwarded",
-              value: await cluster.forward(next.address, next.node, key, request, signal),
+              value: await cluster.forward(next.address, next.node, key, request, client?.signal),
             };
           }
           return {
@@ -406,7 +406,11 @@ export class WasmKeepNode {
       status: 503,
       message: "the actor's node is not reachable; retry",
     });
-    const dispatch = async (key: ActorKey, request: ActorRequest, signal?: AbortSignal) => {
+    const dispatch = async (
+      key: ActorKey,
+      request: ActorRequest,
+      client?: { readonly signal: AbortSignal },
+    ) => {
       if (requestsUnderWay >= maxConnections) {
         return {
           kind: "failed" as const,
@@ -417,7 +421,7 @@ export class WasmKeepNode {
       requestsUnderWay++;
       let outcome: EventOutcome;
       try {
-        outcome = await route(key, request, signal);
+        outcome = await route(key, request, client);
       } finally {
         requestsUnderWay--;
       }

@@ -21,8 +21,16 @@ export interface ClientHandlerContext {
   hasClass(name: string): boolean;
   /** Why the node is not ready, or `undefined` when it is. */
   notReadyReason(): string | undefined;
-  /** `signal` aborts when the client leaves (a failover wait drops the request then). */
-  dispatch(key: ActorKey, request: ActorRequest, signal?: AbortSignal): Promise<EventOutcome>;
+  /**
+   * `client.signal` aborts when the client leaves (a failover wait drops the
+   * request then). Read it only when needed: Deno.serve makes the signal on
+   * first read and pays for an abort reason when each such request closes.
+   */
+  dispatch(
+    key: ActorKey,
+    request: ActorRequest,
+    client?: { readonly signal: AbortSignal },
+  ): Promise<EventOutcome>;
   /** The metrics in the Prometheus text format. */
   renderMetrics(): string;
 }
@@ -152,7 +160,11 @@ export function createClientHandler(
       query: url.search.slice(1),
       headers: headerPairs(request.headers),
       body,
-    }, request.signal);
+    }, {
+      get signal() {
+        return request.signal;
+      },
+    });
     if (outcome.kind === "failed") {
       const headers: Record<string, string> = outcome.status === 503 ? { "retry-after": "1" } : {};
       return withNode(textResponse(outcome.status, outcome.message, headers));
