@@ -41,7 +41,10 @@ import { type Clock, systemClock, type Timer } from "../time/clock.ts";
 export const CONNECT_TIMEOUT_MS = 5_000;
 /** Longest wait for a complete answer, counted from the first byte of the request written. */
 export const ANSWER_TIMEOUT_MS = 30_000;
-/** A kept-alive connection unused this long is closed. */
+/**
+ * A kept-alive connection unused this long is closed (one timer for the
+ * whole pool, armed for the least recently used idle connection).
+ */
 export const IDLE_TIMEOUT_MS = 30_000;
 /** Most idle connections kept per peer; one more returned is closed. */
 export const MAX_IDLE_PER_PEER = 64;
@@ -125,6 +128,8 @@ const WATCH_READ_SIZE = 4 * 1024;
 /** Head and body are written with one call up to this size. */
 const COALESCE_BYTES = 16 * 1024;
 const MAX_CHUNK_LINE_BYTES = 4 * 1024;
+/** Most parsed peer addresses remembered; the oldest is forgotten first. */
+const MAX_CACHED_PEERS = 256;
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** An origin-form request target: printable ASCII, no spaces. */
@@ -277,7 +282,8 @@ class Connection {
   state: "busy" | "idle" | "closed" = "busy";
   /** Answers read on this connection: above 0, it is a reused one. */
   served = 0;
-  idleTimer: Timer | undefined;
+  /** The clock's monotonic time when it last went idle. */
+  idleSince = 0;
   #buffer: Uint8Array = EMPTY;
   #reading: Promise<void> | undefined;
   #eof = false;
@@ -358,8 +364,6 @@ class Connection {
 
   close(): void {
     this.state = "closed";
-    this.idleTimer?.cancel();
-    this.idleTimer = undefined;
     try {
       this.conn.close();
     } catch {
@@ -456,6 +460,10 @@ export class Forwarder {
   readonly #idle = new Map<string, Connection[]>();
   /** Every idle connection, least recently used first. */
   readonly #idleOrder = new Set<Connection>();
+  /** Closes idle connections past the idle timeout; armed while any is idle. */
+  #idleSweep: Timer | undefined;
+  /** Parsed peer addresses by the string given (or the URL's href). */
+  readonly #peers = new Map<string, Peer>();
   readonly #waiters: Waiter[] = [];
   readonly #closing = new AbortController();
   /** Connections open or being opened. */
@@ -499,7 +507,7 @@ export class Forwarder {
     options: { signal?: AbortSignal } = {},
   ): Promise<ForwardResult> {
     const { signal } = options;
-    const peer = parsePeer(peerUrl, this.#customConnect);
+    const peer = this.#peer(peerUrl);
     const head = encodeHead(request, peer.authority, this.#nodeId);
     signal?.throwIfAborted();
     let acquired = await this.#acquire(peer, true, signal);
@@ -525,6 +533,19 @@ export class Forwarder {
     }
   }
 
+  /** The parsed peer address, remembered (parsing a URL costs more than the map). */
+  #peer(peerUrl: string | URL): Peer {
+    const key = typeof peerUrl === "string" ? peerUrl : peerUrl.href;
+    let peer = this.#peers.get(key);
+    if (peer) return peer;
+    peer = parsePeer(peerUrl, this.#customConnect); // Throws for one that cannot be used.
+    if (this.#peers.size >= MAX_CACHED_PEERS) {
+      this.#peers.delete(this.#peers.keys().next().value!);
+    }
+    this.#peers.set(key, peer);
+    return peer;
+  }
+
   /** Connections open, idle, and requests waiting for a slot. */
   stats(): ForwarderStats {
     return { open: this.#open, idle: this.#idleOrder.size, waiting: this.#waiters.length };
@@ -536,6 +557,8 @@ export class Forwarder {
    */
   async close(): Promise<void> {
     this.#closing.abort(new Error("the forwarder is closed"));
+    this.#idleSweep?.cancel();
+    this.#idleSweep = undefined;
     const pending: Promise<void>[] = [];
     for (const connection of [...this.#all]) {
       pending.push(connection.settled());
@@ -742,9 +765,8 @@ export class Forwarder {
     list.push(connection);
     this.#idle.set(connection.peerKey, list);
     this.#idleOrder.add(connection);
-    connection.idleTimer = this.#clock.setTimer(this.#idleTimeoutMs, () => {
-      if (connection.state === "idle") this.#discard(connection);
-    });
+    connection.idleSince = this.#clock.monotonic();
+    this.#armIdleSweep();
     // The pending read sees a close, a reset or stray bytes while the connection waits.
     connection.read(WATCH_READ_SIZE).then(() => {
       if (connection.state === "idle" && connection.dead) this.#discard(connection);
@@ -759,14 +781,41 @@ export class Forwarder {
       const connection = list.pop()!;
       if (list.length === 0) this.#idle.delete(peerKey);
       this.#idleOrder.delete(connection);
-      connection.idleTimer?.cancel();
-      connection.idleTimer = undefined;
       connection.state = "busy";
       if (!connection.dead) return connection;
       this.#discard(connection);
     }
     return undefined;
   }
+
+  /**
+   * Arms the sweep for the least recently used idle connection's deadline,
+   * unless it is armed: for an earlier deadline, since connections go idle
+   * in the order of their deadlines. A sweep that finds the connection it
+   * was armed for taken meanwhile arms itself again for the next one: one
+   * timer per idle timeout, not one per request.
+   */
+  #armIdleSweep(): void {
+    if (this.#idleSweep || this.#closing.signal.aborted) return;
+    const oldest: Connection | undefined = this.#idleOrder.values().next().value;
+    if (!oldest) return;
+    const wait = oldest.idleSince + this.#idleTimeoutMs - this.#clock.monotonic();
+    this.#idleSweep = this.#clock.setTimer(Math.max(0, Math.ceil(wait)), this.#sweepIdle);
+  }
+
+  /** Closes the idle connections past the idle timeout, least recently used first. */
+  readonly #sweepIdle = (): void => {
+    this.#idleSweep = undefined;
+    const now = this.#clock.monotonic();
+    let closed = false;
+    for (const connection of this.#idleOrder) {
+      if (now - connection.idleSince < this.#idleTimeoutMs) break;
+      this.#discard(connection, false);
+      closed = true;
+    }
+    this.#armIdleSweep();
+    if (closed) this.#pump();
+  };
 
   /** Counts a connection about to be opened, closing the least recently used idle one if full. */
   #reserveSlot(): boolean {
@@ -840,6 +889,11 @@ export class Forwarder {
     connection.close();
     this.#all.delete(connection);
     this.#open--;
+    if (this.#all.size === 0 && this.#idleSweep) {
+      // Nothing left to sweep; a sweep armed for a connection taken since would only wake.
+      this.#idleSweep.cancel();
+      this.#idleSweep = undefined;
+    }
     if (pump) this.#pump();
   }
 }

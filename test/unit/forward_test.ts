@@ -624,6 +624,70 @@ Deno.test("forward: idle connections are bounded per peer and closed after the i
   });
 });
 
+Deno.test("forward: each idle connection closes at its own idle timeout, counted from its last use", async () => {
+  const clock = new FakeClock();
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => release = resolve);
+  await withRaw(async (peer) => {
+    for (let first = true;; first = false) {
+      const seen = await peer.readRequest();
+      if (!seen) {
+        peer.server.closedByClient++;
+        return;
+      }
+      if (first) await gate;
+      const body = `conn ${peer.index}`;
+      await peer.send(`HTTP/1.1 200 OK\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+    }
+  }, async (server) => {
+    await withForwarder({ clock }, async (forwarder) => {
+      const both = [
+        forwarder.forward(server.url, request("GET", "/1")),
+        forwarder.forward(server.url, request("GET", "/2")),
+      ];
+      await waitFor(() => server.requests.length === 2, "both requests to arrive");
+      release();
+      await Promise.all(both);
+      assert.deepEqual(forwarder.stats(), { open: 2, idle: 2, waiting: 0 });
+      await clock.advance(10_000);
+      // The most recently used one goes again, and its idle time starts over.
+      const again = text(await forwarder.forward(server.url, request("GET", "/3")));
+      await clock.advance(19_999);
+      assert.equal(forwarder.stats().idle, 2);
+      await clock.advance(1);
+      assert.deepEqual(forwarder.stats(), { open: 1, idle: 1, waiting: 0 });
+      await waitFor(() => server.closedByClient === 1, "the older connection to close");
+      await clock.advance(9_999);
+      assert.equal(forwarder.stats().idle, 1);
+      await clock.advance(1);
+      assert.deepEqual(forwarder.stats(), { open: 0, idle: 0, waiting: 0 });
+      await waitFor(() => server.closedByClient === 2, "the other connection to close");
+      assert.equal(server.connections, 2);
+      assert.equal(`conn ${server.requests[2].connection}`, again);
+    });
+  });
+});
+
+Deno.test("forward: peer addresses that differ past the port share one pool; a bad one fails each time", async () => {
+  await withRaw(keepAliveHandler(), async (server) => {
+    await withForwarder({}, async (forwarder) => {
+      // More addresses than are remembered: each still parses the same.
+      for (let i = 0; i < 300; i++) {
+        const peer = i % 2 === 0 ? `${server.url}/?n=${i}` : new URL(`${server.url}/x${i}`);
+        assert.equal(text(await forwarder.forward(peer, request("GET", "/"))), "conn 1");
+      }
+      assert.equal(server.connections, 1);
+      for (let i = 0; i < 2; i++) {
+        await assert.rejects(
+          forwarder.forward("ftp://127.0.0.1:1", request("GET", "/")),
+          TypeError,
+        );
+        await assert.rejects(forwarder.forward("not a url", request("GET", "/")), TypeError);
+      }
+    });
+  });
+});
+
 Deno.test("forward: a chunked answer is reassembled and its connection reused", async () => {
   await withRaw(async (peer) => {
     while (await peer.readRequest()) {
