@@ -296,7 +296,15 @@ export class ExecutorPool {
 
   #onMessage(executor: Executor, message: FromExecutor) {
     switch (message.type) {
-      case "ready":
+      case "ready": {
+        // No event can have started before the executor was ready: its
+        // start-up (a process, the classes compiled) is not the event's time.
+        const now = this.#options.clock.monotonic();
+        for (const event of executor.pending.values()) {
+          if (event.startedAt !== undefined && !event.timedOut) event.startedAt = now;
+        }
+        return;
+      }
       case "closed":
         return;
       case "abandoned":
