@@ -121,10 +121,16 @@ export interface ForwarderStats {
 }
 
 const EMPTY = new Uint8Array(0);
-/** Read size while an answer is expected. */
-const READ_SIZE = 64 * 1024;
-/** Read size of the pending read on an idle connection (it only has to see a close). */
-const WATCH_READ_SIZE = 4 * 1024;
+const RESOLVED = Promise.resolve();
+const ONCE = { once: true } as const;
+/**
+ * A connection's read buffer: heads, chunk lines and small bodies are read
+ * into it; it grows for a longer head or line, and shrinks back once empty.
+ * A body past what it holds is read straight into the body's own array.
+ */
+const BUFFER_BYTES = 16 * 1024;
+/** Read size of a body delimited by the close. */
+const READ_TO_END_BYTES = 64 * 1024;
 /** Head and body are written with one call up to this size. */
 const COALESCE_BYTES = 16 * 1024;
 const MAX_CHUNK_LINE_BYTES = 4 * 1024;
@@ -183,32 +189,38 @@ function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-function encodeLatin1(text: string): Uint8Array {
-  const bytes = new Uint8Array(text.length);
-  for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
-  return bytes;
-}
+const asciiDecoder = new TextDecoder();
 
-function decodeLatin1(bytes: Uint8Array): string {
+/** `buf[start, end)` as Latin-1 text (what HTTP/1.1 heads are). */
+function decodeLatin1(buf: Uint8Array, start: number, end: number): string {
+  let ascii = true;
+  for (let i = start; i < end; i++) {
+    if (buf[i] > 0x7f) {
+      ascii = false;
+      break;
+    }
+  }
+  // ASCII is the same in UTF-8, which the platform decodes natively.
+  if (ascii) return asciiDecoder.decode(buf.subarray(start, end));
   let text = "";
-  for (let i = 0; i < bytes.length; i += 8192) {
-    text += String.fromCharCode(...bytes.subarray(i, i + 8192));
+  for (let i = start; i < end; i += 8192) {
+    text += String.fromCharCode(...buf.subarray(i, Math.min(end, i + 8192)));
   }
   return text;
 }
 
-function indexOfCrlf(bytes: Uint8Array, from: number): number {
-  for (let i = Math.max(0, from); i + 1 < bytes.length; i++) {
-    if (bytes[i] === 13 && bytes[i + 1] === 10) return i;
+/** The first CRLF in `buf[from, end)`, or -1. */
+function indexOfCrlf(buf: Uint8Array, from: number, end: number): number {
+  for (let i = from; i + 1 < end; i++) {
+    if (buf[i] === 13 && buf[i + 1] === 10) return i;
   }
   return -1;
 }
 
-function indexOfBlankLine(bytes: Uint8Array, from: number): number {
-  for (let i = Math.max(0, from); i + 3 < bytes.length; i++) {
-    if (bytes[i] === 13 && bytes[i + 1] === 10 && bytes[i + 2] === 13 && bytes[i + 3] === 10) {
-      return i;
-    }
+/** The first CRLF CRLF in `buf[from, end)`, or -1. */
+function indexOfBlankLine(buf: Uint8Array, from: number, end: number): number {
+  for (let i = from; i + 3 < end; i++) {
+    if (buf[i + 3] === 10 && buf[i + 2] === 13 && buf[i + 1] === 10 && buf[i] === 13) return i;
   }
   return -1;
 }
@@ -248,17 +260,35 @@ function parsePeer(peerUrl: string | URL, customConnect: boolean): Peer {
   return { key: `${url.protocol}//${url.hostname}:${port}`, host, port, authority: url.host };
 }
 
-/** The request line and headers, as bytes; throws a TypeError for what cannot be sent. */
-function encodeHead(request: ForwardRequest, authority: string, nodeId: string): Uint8Array {
+/** Whether some header is named `connection`, in any case. */
+function hasConnectionHeader(headers: [string, string][]): boolean {
+  for (let i = 0; i < headers.length; i++) {
+    const name = headers[i][0];
+    if (name.length === 10 && name.toLowerCase() === "connection") return true;
+  }
+  return false;
+}
+
+/**
+ * The request line and headers as bytes, followed by the body when it is
+ * at most {@linkcode COALESCE_BYTES} (one write); throws a TypeError for
+ * what cannot be sent. `forwardedBy` is this node's header line.
+ */
+function encodeRequest(
+  request: ForwardRequest,
+  authority: string,
+  forwardedBy: string,
+): Uint8Array {
   const { method, path, headers, body } = request;
   if (!TOKEN.test(method)) throw invalid(`the method ${JSON.stringify(method)} is not a token`);
   if (!REQUEST_TARGET.test(path)) {
     throw invalid(`the path ${JSON.stringify(path)} is not an origin-form request target`);
   }
-  const dropped = connectionTokens(headers);
-  const lines = [`${method} ${path} HTTP/1.1`, ""];
+  const dropped = hasConnectionHeader(headers) ? connectionTokens(headers) : undefined;
+  let lines = "";
   let host: string | undefined;
-  for (const [name, value] of headers) {
+  for (let i = 0; i < headers.length; i++) {
+    const [name, value] = headers[i];
     if (!TOKEN.test(name)) throw invalid(`the header name ${JSON.stringify(name)} is not a token`);
     if (!HEADER_VALUE.test(value)) throw invalid(`the value of the header ${name} is not valid`);
     const lower = name.toLowerCase();
@@ -266,100 +296,159 @@ function encodeHead(request: ForwardRequest, authority: string, nodeId: string):
       host ??= value;
       continue;
     }
-    if (REPLACED.has(lower) || isHopByHop(lower) || dropped.has(lower)) continue;
-    lines.push(`${name}: ${value}`);
+    if (REPLACED.has(lower) || isHopByHop(lower) || dropped?.has(lower)) continue;
+    lines += name + ": " + value + "\r\n";
   }
-  lines[1] = `host: ${host ?? authority}`;
-  lines.push(`${FORWARDED_BY_HEADER}: ${nodeId}`);
+  let text = method + " " + path + " HTTP/1.1\r\nhost: " + (host ?? authority) + "\r\n" + lines +
+    forwardedBy;
   if (body.length > 0 || !NO_CONTENT_METHODS.has(method)) {
-    lines.push(`content-length: ${body.length}`);
+    text += "content-length: " + body.length + "\r\n";
   }
-  return encodeLatin1(lines.join("\r\n") + "\r\n\r\n");
+  text += "\r\n";
+  const coalesced = body.length <= COALESCE_BYTES ? body.length : 0;
+  const wire = new Uint8Array(text.length + coalesced);
+  // Latin-1: every character checked is below 256.
+  for (let i = 0; i < text.length; i++) wire[i] = text.charCodeAt(i);
+  if (coalesced > 0) wire.set(body, text.length);
+  return wire;
 }
 
-/** One TCP connection to a peer, with the bytes read from it and not yet used. */
+/**
+ * One TCP connection to a peer, with the bytes read from it and not yet
+ * used: `buf[start, end)`. At most one read is pending; one into the buffer
+ * fills it from `end`, so the buffer is only moved or replaced when none is.
+ */
 class Connection {
   state: "busy" | "idle" | "closed" = "busy";
   /** Answers read on this connection: above 0, it is a reused one. */
   served = 0;
   /** The clock's monotonic time when it last went idle. */
   idleSince = 0;
-  #buffer: Uint8Array = EMPTY;
+  /** Whether the last answer left it fit for another request. */
+  reusable = false;
+  buf: Uint8Array = new Uint8Array(BUFFER_BYTES);
+  start = 0;
+  end = 0;
   #reading: Promise<void> | undefined;
   #eof = false;
   #failed = false;
   #failure: unknown;
+  readonly #onRead: (n: number | null) => void;
+  readonly #onReadError: (error: unknown) => void;
 
-  constructor(readonly peerKey: string, readonly conn: Deno.Conn) {}
+  /** `onIdleDead` is called when a read shows an idle connection dead. */
+  constructor(
+    readonly peerKey: string,
+    readonly conn: Deno.Conn,
+    onIdleDead: (connection: Connection) => void,
+  ) {
+    this.#onRead = (n) => {
+      this.#reading = undefined;
+      if (n === null) this.#eof = true;
+      else this.end += n;
+      if (this.state === "idle" && this.dead) onIdleDead(this);
+    };
+    this.#onReadError = (error) => {
+      this.#reading = undefined;
+      this.#failed = true;
+      this.#failure = error;
+      if (this.state === "idle") onIdleDead(this);
+    };
+  }
 
   /** The peer closed or reset it, or sent bytes nobody asked for. */
   get dead(): boolean {
-    return this.#eof || this.#failed || this.#buffer.length > 0;
+    return this.#eof || this.#failed || this.end > this.start;
   }
 
-  get buffered(): Uint8Array {
-    return this.#buffer;
+  /**
+   * Starts a read into the buffer unless one is pending or the stream
+   * ended; resolves once it settled, never rejects. On an idle connection
+   * it is the read that sees a close, a reset or stray bytes.
+   */
+  read(): Promise<void> {
+    if (this.#eof || this.#failed) return RESOLVED;
+    return this.#reading ??= this.#readOnce();
   }
 
-  /** Drops the first `n` buffered bytes. */
-  consume(n: number): void {
-    this.#buffer = this.#buffer.subarray(n);
-  }
-
-  /** Up to `n` buffered bytes, consumed. */
-  take(n: number): Uint8Array {
-    const piece = this.#buffer.subarray(0, Math.min(n, this.#buffer.length));
-    this.#buffer = this.#buffer.subarray(piece.length);
-    return piece;
-  }
-
-  /** Starts a read unless one is pending or the stream ended; resolves once it settled. */
-  read(size: number): Promise<void> {
-    if (this.#eof || this.#failed) return Promise.resolve();
-    return this.#reading ??= this.#readOnce(size);
-  }
-
-  #readOnce(size: number): Promise<void> {
-    const chunk = new Uint8Array(size);
+  #readOnce(): Promise<void> {
+    const kept = this.end - this.start;
+    if (kept === 0) {
+      this.start = this.end = 0;
+      if (this.buf.length > BUFFER_BYTES) this.buf = new Uint8Array(BUFFER_BYTES);
+    } else if (this.end === this.buf.length) {
+      if (kept * 2 <= this.buf.length) {
+        this.buf.copyWithin(0, this.start, this.end);
+      } else {
+        const grown = new Uint8Array(this.buf.length * 2);
+        grown.set(this.buf.subarray(this.start, this.end));
+        this.buf = grown;
+      }
+      this.start = 0;
+      this.end = kept;
+    }
     let pending: Promise<number | null>;
     try {
-      pending = this.conn.read(chunk);
+      pending = this.conn.read(this.buf.subarray(this.end));
     } catch (error) {
       pending = Promise.reject(error);
     }
-    return pending.then(
-      (n) => {
-        this.#reading = undefined;
-        if (n === null) this.#eof = true;
-        else if (n > 0) {
-          const bytes = chunk.subarray(0, n);
-          this.#buffer = this.#buffer.length === 0
-            ? bytes
-            : concatBytes([this.#buffer, bytes], this.#buffer.length + n);
-        }
-      },
-      (error) => {
-        this.#reading = undefined;
-        this.#failed = true;
-        this.#failure = error;
-      },
-    );
+    return pending.then(this.#onRead, this.#onReadError);
   }
 
   /** Reads until more bytes are buffered: false at the end of the stream; throws a read error. */
   async fill(): Promise<boolean> {
-    const before = this.#buffer.length;
-    while (this.#buffer.length === before) {
+    const before = this.end - this.start;
+    while (this.end - this.start === before) {
       if (this.#failed) throw this.#failure;
       if (this.#eof) return false;
-      await this.read(READ_SIZE);
+      await this.read();
     }
     return true;
   }
 
+  /** Moves up to `target.length - offset` buffered bytes to `target` at `offset`; how many. */
+  takeInto(target: Uint8Array, offset: number): number {
+    const n = Math.min(target.length - offset, this.end - this.start);
+    if (n > 0) {
+      target.set(this.buf.subarray(this.start, this.start + n), offset);
+      this.start += n;
+    }
+    return n;
+  }
+
+  /**
+   * Bytes for `target`: buffered ones first, else read straight into it
+   * (no copy). How many; null at the end of the stream; throws a read error.
+   */
+  async readInto(target: Uint8Array): Promise<number | null> {
+    while (this.#reading) await this.#reading;
+    if (this.end > this.start) return this.takeInto(target, 0);
+    if (this.#failed) throw this.#failure;
+    if (this.#eof) return null;
+    let pending: Promise<number | null>;
+    try {
+      pending = this.conn.read(target);
+    } catch (error) {
+      pending = Promise.reject(error);
+    }
+    let n: number | null = null;
+    await (this.#reading = pending.then((got) => {
+      this.#reading = undefined;
+      n = got;
+      if (got === null) this.#eof = true;
+    }, (error) => {
+      this.#reading = undefined;
+      this.#failed = true;
+      this.#failure = error;
+    }));
+    if (this.#failed) throw this.#failure;
+    return n;
+  }
+
   /** Resolves once no read is pending (after `close`, the pending one fails soon). */
   settled(): Promise<void> {
-    return this.#reading ?? Promise.resolve();
+    return this.#reading ?? RESOLVED;
   }
 
   close(): void {
@@ -418,10 +507,10 @@ interface Waiter {
   grant(grant: Connection | "slot"): void;
 }
 
-/** What one exchange on a connection came to. */
-type Exchange =
-  | { kind: "unsent"; error: unknown }
-  | { kind: "done"; result: ForwardResult; reusable: boolean };
+/** A first write that failed before a byte was accepted: nothing of the request was sent. */
+class Unsent {
+  constructor(readonly error: unknown) {}
+}
 
 /**
  * Forwards requests to peers over pooled HTTP/1.1 connections.
@@ -443,7 +532,8 @@ type Exchange =
  * ```
  */
 export class Forwarder {
-  readonly #nodeId: string;
+  /** This node's {@linkcode FORWARDED_BY_HEADER} line. */
+  readonly #forwardedBy: string;
   readonly #clock: Clock;
   readonly #connect: Connect;
   readonly #customConnect: boolean;
@@ -474,7 +564,7 @@ export class Forwarder {
     if (!HEADER_VALUE.test(options.nodeId) || options.nodeId.trim() !== options.nodeId) {
       throw new TypeError(`the node id ${JSON.stringify(options.nodeId)} cannot go in a header`);
     }
-    this.#nodeId = options.nodeId;
+    this.#forwardedBy = `${FORWARDED_BY_HEADER}: ${options.nodeId}\r\n`;
     this.#clock = options.clock ?? systemClock;
     this.#customConnect = options.connect !== undefined;
     this.#connect = options.connect ??
@@ -508,22 +598,23 @@ export class Forwarder {
   ): Promise<ForwardResult> {
     const { signal } = options;
     const peer = this.#peer(peerUrl);
-    const head = encodeHead(request, peer.authority, this.#nodeId);
+    const wire = encodeRequest(request, peer.authority, this.#forwardedBy);
     signal?.throwIfAborted();
-    let acquired = await this.#acquire(peer, true, signal);
+    let acquired = (!this.#closing.signal.aborted && this.#takeIdle(peer.key)) ||
+      await this.#acquire(peer, true, signal);
     let retried = false;
     while (true) {
       if (!(acquired instanceof Connection)) return acquired;
       const connection = acquired;
       const reused = connection.served > 0;
-      const exchange = await this.#exchange(connection, head, request, signal);
-      if (exchange.kind === "done") return exchange.result;
+      const outcome = await this.#exchange(connection, wire, request, signal);
+      if (!(outcome instanceof Unsent)) return outcome;
       this.#discard(connection);
-      if (!reused || retried || !closedByPeer(exchange.error)) {
+      if (!reused || retried || !closedByPeer(outcome.error)) {
         return unreachable(
           false,
           `the connection to ${peer.key} failed before the request was written: ${
-            describe(exchange.error)
+            describe(outcome.error)
           }`,
         );
       }
@@ -625,7 +716,7 @@ export class Forwarder {
         } catch {
           // Not a TCP connection, or already closed: the write will tell.
         }
-        const connection = new Connection(peer.key, conn);
+        const connection = new Connection(peer.key, conn, this.#discardIdle);
         this.#all.add(connection);
         return connection;
       } catch (error) {
@@ -647,107 +738,97 @@ export class Forwarder {
     }
   }
 
-  /** Writes the request and reads the answer, bounded by the answer timeout and the signal. */
+  /**
+   * Writes the request and reads the answer, bounded by the answer timeout
+   * and the signal; the connection goes back to the pool or is closed,
+   * except after an {@linkcode Unsent} (the caller closes it).
+   */
   async #exchange(
     connection: Connection,
-    head: Uint8Array,
+    wire: Uint8Array,
     request: ForwardRequest,
     signal: AbortSignal | undefined,
-  ): Promise<Exchange> {
+  ): Promise<ForwardResult | Unsent> {
     if (signal?.aborted) {
       this.#release(connection); // Nothing was written on it.
       throw signal.reason;
     }
     let settled: "work" | "timeout" | "abort" | undefined;
-    let wake!: () => void;
-    const stopped = new Promise<undefined>((resolve) => wake = () => resolve(undefined));
+    let wake!: (outcome: ForwardResult | Unsent | undefined) => void;
+    const outcome = new Promise<ForwardResult | Unsent | undefined>((resolve) => wake = resolve);
     const stop = (why: "timeout" | "abort") => {
       if (settled) return;
       settled = why;
       this.#discard(connection);
-      wake();
+      wake(undefined);
     };
     const timer = this.#clock.setTimer(this.#answerTimeoutMs, () => stop("timeout"));
     const onAbort = () => stop("abort");
-    signal?.addEventListener("abort", onAbort, { once: true });
+    signal?.addEventListener("abort", onAbort, ONCE);
     try {
-      const work = this.#converse(connection, head, request).then((exchange) => {
+      this.#converse(connection, wire, request).then((result) => {
         settled ??= "work";
-        return exchange;
+        wake(result);
       });
-      const exchange = await Promise.race([work, stopped]);
+      const result = await outcome;
       if (settled === "abort") throw signal!.reason;
-      if (settled === "timeout" || !exchange) {
-        return { kind: "done", result: { kind: "timeout" }, reusable: false };
-      }
-      if (exchange.kind === "done") {
-        if (exchange.reusable) {
-          connection.served++;
-          this.#release(connection);
-        } else this.#discard(connection);
-      }
-      return exchange;
+      if (settled === "timeout" || result === undefined) return { kind: "timeout" };
+      if (result instanceof Unsent) return result;
+      if (connection.reusable) {
+        connection.served++;
+        this.#release(connection);
+      } else this.#discard(connection);
+      return result;
     } finally {
       timer.cancel();
       signal?.removeEventListener("abort", onAbort);
     }
   }
 
-  /** The exchange itself; never rejects. */
+  /** The exchange itself; never rejects. Sets `connection.reusable`. */
   async #converse(
     connection: Connection,
-    head: Uint8Array,
+    wire: Uint8Array,
     request: ForwardRequest,
-  ): Promise<Exchange> {
+  ): Promise<ForwardResult | Unsent> {
+    connection.reusable = false;
     if (connection.dead && connection.served > 0) {
       // Seen closed between taking it from the pool and writing: nothing written.
-      return {
-        kind: "unsent",
-        error: new Deno.errors.ConnectionReset("the peer had closed the kept-alive connection"),
-      };
+      return new Unsent(
+        new Deno.errors.ConnectionReset("the peer had closed the kept-alive connection"),
+      );
     }
     let accepted = 0;
     try {
+      const { conn } = connection;
+      for (let offset = 0; offset < wire.length;) {
+        const n = await conn.write(offset === 0 ? wire : wire.subarray(offset));
+        offset += n;
+        accepted += n;
+      }
       const { body } = request;
-      const parts = body.length <= COALESCE_BYTES
-        ? [concatBytes([head, body], head.length + body.length)]
-        : [head, body];
-      for (const part of parts) {
-        for (let offset = 0; offset < part.length;) {
-          const n = await connection.conn.write(part.subarray(offset));
-          offset += n;
-          accepted += n;
+      if (body.length > COALESCE_BYTES) {
+        for (let offset = 0; offset < body.length;) {
+          offset += await conn.write(offset === 0 ? body : body.subarray(offset));
         }
       }
     } catch (error) {
-      if (accepted === 0) return { kind: "unsent", error };
-      return {
-        kind: "done",
-        result: unreachable(
-          true,
-          `the connection to ${connection.peerKey} failed while the request was written: ${
-            describe(error)
-          }`,
-        ),
-        reusable: false,
-      };
+      if (accepted === 0) return new Unsent(error);
+      return unreachable(
+        true,
+        `the connection to ${connection.peerKey} failed while the request was written: ${
+          describe(error)
+        }`,
+      );
     }
     try {
-      const answer = await readAnswer(connection, request.method, this.#maxBodyBytes);
-      return {
-        kind: "done",
-        result: { kind: "response", ...answer.response },
-        reusable: answer.reusable,
-      };
+      return await readAnswer(connection, request.method, this.#maxBodyBytes);
     } catch (error) {
       const reason = error instanceof AnswerError
         ? error.message
         : `the connection failed before a complete answer: ${describe(error)}`;
-      return {
-        kind: "done",
-        result: unreachable(true, `${connection.peerKey}: ${reason}`),
-        reusable: false,
-      };
+      connection.reusable = false;
+      return unreachable(true, `${connection.peerKey}: ${reason}`);
     }
   }
 
@@ -768,11 +849,14 @@ export class Forwarder {
     connection.idleSince = this.#clock.monotonic();
     this.#armIdleSweep();
     // The pending read sees a close, a reset or stray bytes while the connection waits.
-    connection.read(WATCH_READ_SIZE).then(() => {
-      if (connection.state === "idle" && connection.dead) this.#discard(connection);
-    });
+    connection.read();
     this.#pump();
   }
+
+  /** Closes an idle connection whose pending read saw it closed, reset or sent stray bytes. */
+  readonly #discardIdle = (connection: Connection): void => {
+    if (connection.state === "idle") this.#discard(connection);
+  };
 
   /** The most recently used live idle connection to the peer; dead ones found are closed. */
   #takeIdle(peerKey: string): Connection | undefined {
@@ -906,17 +990,29 @@ function closedByPeer(error: unknown): boolean {
     error instanceof Deno.errors.NotConnected;
 }
 
-interface Answer {
-  response: { status: number; headers: [string, string][]; body: Uint8Array };
-  reusable: boolean;
+/** No connection header: no tokens. */
+const NO_TOKENS: ReadonlySet<string> = new Set();
+
+/** `headers` without the hop-by-hop ones and those `tokens` name (the same array when none). */
+function endToEnd(headers: [string, string][], tokens: ReadonlySet<string>): [string, string][] {
+  for (let i = 0; i < headers.length; i++) {
+    const name = headers[i][0];
+    if (isHopByHop(name) || tokens.has(name)) {
+      return headers.filter(([name]) => !isHopByHop(name) && !tokens.has(name));
+    }
+  }
+  return headers;
 }
 
-/** Reads one answer (skipping interim 1xx ones); throws an AnswerError or a read error. */
+/**
+ * Reads one answer (skipping interim 1xx ones) and sets
+ * `connection.reusable`; throws an AnswerError or a read error.
+ */
 async function readAnswer(
   connection: Connection,
   method: string,
   maxBodyBytes: number,
-): Promise<Answer> {
+): Promise<ForwardResult> {
   let first = true;
   while (true) {
     const { version, status, headers } = await readHead(connection, first);
@@ -924,15 +1020,20 @@ async function readAnswer(
     if (status === 101) throw new AnswerError("the peer switched protocols (101)");
     if (status < 200) continue;
 
-    const tokens = connectionTokens(headers);
+    let transferEncoding: string[] | undefined;
+    let contentLength: string[] | undefined;
+    let tokens = NO_TOKENS;
+    for (let i = 0; i < headers.length; i++) {
+      const [name, value] = headers[i];
+      if (name === "content-length") (contentLength ??= []).push(value);
+      else if (name === "transfer-encoding") (transferEncoding ??= []).push(value);
+      else if (name === "connection" && tokens === NO_TOKENS) tokens = connectionTokens(headers);
+    }
     let reusable = version === 1 && !tokens.has("close");
-    const values = (name: string) => headers.filter(([n]) => n === name).map(([, v]) => v);
-    const transferEncoding = values("transfer-encoding");
-    const contentLength = values("content-length");
     let body: Uint8Array;
     if (method === "HEAD" || status === 204 || status === 304) {
       body = EMPTY;
-    } else if (transferEncoding.length > 0) {
+    } else if (transferEncoding) {
       const codings = transferEncoding.join(",").split(",").map((c) => c.trim().toLowerCase());
       if (codings.length !== 1 || codings[0] !== "chunked") {
         throw new AnswerError(
@@ -941,19 +1042,20 @@ async function readAnswer(
         );
       }
       body = await readChunked(connection, maxBodyBytes);
-      if (contentLength.length > 0) reusable = false;
-    } else if (contentLength.length > 0) {
+      if (contentLength) reusable = false;
+    } else if (contentLength) {
       const length = parseContentLength(contentLength);
       if (length > maxBodyBytes) throw tooLarge(maxBodyBytes);
-      body = concatBytes(await readExact(connection, length), length);
+      body = length === 0 ? EMPTY : new Uint8Array(length);
+      const buffered = connection.takeInto(body, 0);
+      if (buffered < length) await readExactInto(connection, body, buffered);
     } else {
       body = await readToEnd(connection, maxBodyBytes);
       reusable = false;
     }
     // Bytes after the answer were not asked for: the connection is not in a known state.
-    if (connection.buffered.length > 0) reusable = false;
-    const kept = headers.filter(([name]) => !isHopByHop(name) && !tokens.has(name));
-    return { response: { status, headers: kept, body }, reusable };
+    connection.reusable = reusable && connection.end === connection.start;
+    return { kind: "response", status, headers: endToEnd(headers, tokens), body };
   }
 }
 
@@ -965,30 +1067,43 @@ function closedMidAnswer(): AnswerError {
   return new AnswerError("the connection closed before the answer was complete");
 }
 
-async function readHead(
-  connection: Connection,
-  first: boolean,
-): Promise<{ version: number; status: number; headers: [string, string][] }> {
+function headTooLarge(): AnswerError {
+  return new AnswerError(`the answer's head is larger than ${MAX_ANSWER_HEAD_BYTES} bytes`);
+}
+
+interface Head {
+  version: number;
+  status: number;
+  /** Names in lower case. */
+  headers: [string, string][];
+}
+
+async function readHead(connection: Connection, first: boolean): Promise<Head> {
   let searched = 0;
   let end: number;
-  while ((end = indexOfBlankLine(connection.buffered, searched)) < 0) {
-    if (connection.buffered.length > MAX_ANSWER_HEAD_BYTES) {
-      throw new AnswerError(`the answer's head is larger than ${MAX_ANSWER_HEAD_BYTES} bytes`);
-    }
-    searched = Math.max(0, connection.buffered.length - 3);
-    const empty = connection.buffered.length === 0;
+  while (
+    (end = indexOfBlankLine(connection.buf, connection.start + searched, connection.end)) < 0
+  ) {
+    const buffered = connection.end - connection.start;
+    if (buffered > MAX_ANSWER_HEAD_BYTES) throw headTooLarge();
+    searched = Math.max(0, buffered - 3);
     if (!(await connection.fill())) {
-      throw first && empty
+      throw first && buffered === 0
         ? new AnswerError("the connection closed before an answer")
         : closedMidAnswer();
     }
   }
-  if (end > MAX_ANSWER_HEAD_BYTES) {
-    throw new AnswerError(`the answer's head is larger than ${MAX_ANSWER_HEAD_BYTES} bytes`);
-  }
-  const text = decodeLatin1(connection.buffered.subarray(0, end));
-  connection.consume(end + 4);
-  const [statusLine, ...lines] = text.split("\r\n");
+  if (end - connection.start > MAX_ANSWER_HEAD_BYTES) throw headTooLarge();
+  const text = decodeLatin1(connection.buf, connection.start, end);
+  connection.start = end + 4;
+  return parseHead(text);
+}
+
+/** The status line and header lines (CRLF between them, none after). */
+function parseHead(text: string): Head {
+  let lineEnd = text.indexOf("\r\n");
+  if (lineEnd < 0) lineEnd = text.length;
+  const statusLine = text.slice(0, lineEnd);
   const match = STATUS_LINE.exec(statusLine);
   if (!match) {
     throw new AnswerError(
@@ -996,23 +1111,40 @@ async function readHead(
     );
   }
   const headers: [string, string][] = [];
-  for (const line of lines) {
-    const colon = line.indexOf(":");
-    const name = colon > 0 ? line.slice(0, colon) : "";
-    const value = line.slice(colon + 1).replace(/^[ \t]+|[ \t]+$/g, "");
+  for (let start = lineEnd + 2; start < text.length + 2; start = lineEnd + 2) {
+    lineEnd = text.indexOf("\r\n", start);
+    if (lineEnd < 0) lineEnd = text.length;
+    let colon = text.indexOf(":", start);
+    if (colon < 0 || colon > lineEnd) colon = start - 1;
+    const name = colon > start ? text.slice(start, colon) : "";
+    let from = colon + 1;
+    let to = lineEnd;
+    while (from < to && isBlank(text.charCodeAt(from))) from++;
+    while (to > from && isBlank(text.charCodeAt(to - 1))) to--;
+    const value = text.slice(from, to);
     if (!TOKEN.test(name) || !HEADER_VALUE.test(value)) {
+      const line = text.slice(start, lineEnd);
       throw new AnswerError(`the answer has a malformed header line ${JSON.stringify(line)}`);
     }
     headers.push([name.toLowerCase(), value]);
   }
-  return { version: Number(match[1]), status: Number(match[2]), headers };
+  return { version: match[1] === "1" ? 1 : 0, status: Number(match[2]), headers };
 }
 
+/** Space or tab. */
+function isBlank(code: number): boolean {
+  return code === 32 || code === 9;
+}
+
+const DIGITS = /^\d+$/;
+
 function parseContentLength(values: string[]): number {
+  // The usual case: one value, digits only.
+  if (values.length === 1 && DIGITS.test(values[0])) return Number(values[0]);
   let length: number | undefined;
   for (const value of values.join(",").split(",")) {
     const trimmed = value.trim();
-    if (!/^\d+$/.test(trimmed)) {
+    if (!DIGITS.test(trimmed)) {
       throw new AnswerError(`the answer's content-length ${JSON.stringify(value)} is not a number`);
     }
     const parsed = Number(trimmed);
@@ -1028,38 +1160,45 @@ function parseContentLength(values: string[]): number {
 async function readLine(connection: Connection, limit: number): Promise<string> {
   let searched = 0;
   let end: number;
-  while ((end = indexOfCrlf(connection.buffered, searched)) < 0) {
-    if (connection.buffered.length > limit + 1) {
+  while ((end = indexOfCrlf(connection.buf, connection.start + searched, connection.end)) < 0) {
+    const buffered = connection.end - connection.start;
+    if (buffered > limit + 1) {
       throw new AnswerError(`the answer has a line longer than ${limit} bytes`);
     }
-    searched = Math.max(0, connection.buffered.length - 1);
+    searched = Math.max(0, buffered - 1);
     if (!(await connection.fill())) throw closedMidAnswer();
   }
-  if (end > limit) throw new AnswerError(`the answer has a line longer than ${limit} bytes`);
-  const line = decodeLatin1(connection.buffered.subarray(0, end));
-  connection.consume(end + 2);
+  if (end - connection.start > limit) {
+    throw new AnswerError(`the answer has a line longer than ${limit} bytes`);
+  }
+  const line = decodeLatin1(connection.buf, connection.start, end);
+  connection.start = end + 2;
   return line;
 }
 
-async function readExact(connection: Connection, length: number): Promise<Uint8Array[]> {
-  const pieces: Uint8Array[] = [];
-  for (let remaining = length; remaining > 0;) {
-    if (connection.buffered.length === 0 && !(await connection.fill())) throw closedMidAnswer();
-    const piece = connection.take(remaining);
-    pieces.push(piece);
-    remaining -= piece.length;
+/** Fills `target` from `filled` on: the buffered bytes, then reads straight into it. */
+async function readExactInto(
+  connection: Connection,
+  target: Uint8Array,
+  filled: number,
+): Promise<void> {
+  for (filled += connection.takeInto(target, filled); filled < target.length;) {
+    const n = await connection.readInto(target.subarray(filled));
+    if (n === null) throw closedMidAnswer();
+    filled += n;
   }
-  return pieces;
 }
 
 /** The CRLF that ends a chunk's data. */
 async function expectCrlf(connection: Connection): Promise<void> {
-  while (connection.buffered.length < 2) {
+  while (connection.end - connection.start < 2) {
     if (!(await connection.fill())) throw closedMidAnswer();
   }
-  const [cr, lf] = connection.buffered;
-  if (cr !== 13 || lf !== 10) throw new AnswerError("the answer has a chunk longer than its size");
-  connection.consume(2);
+  const { buf, start } = connection;
+  if (buf[start] !== 13 || buf[start + 1] !== 10) {
+    throw new AnswerError("the answer has a chunk longer than its size");
+  }
+  connection.start += 2;
 }
 
 async function readChunked(connection: Connection, maxBodyBytes: number): Promise<Uint8Array> {
@@ -1074,7 +1213,9 @@ async function readChunked(connection: Connection, maxBodyBytes: number): Promis
     const size = parseInt(match[1], 16);
     if (size === 0) break;
     if (size > maxBodyBytes - total) throw tooLarge(maxBodyBytes);
-    pieces.push(...await readExact(connection, size));
+    const piece = new Uint8Array(size);
+    await readExactInto(connection, piece, 0);
+    pieces.push(piece);
     total += size;
     await expectCrlf(connection);
   }
@@ -1088,17 +1229,23 @@ async function readChunked(connection: Connection, maxBodyBytes: number): Promis
       throw new AnswerError(`the answer's trailers are larger than ${MAX_ANSWER_HEAD_BYTES} bytes`);
     }
   }
-  return concatBytes(pieces, total);
+  return pieces.length === 1 ? pieces[0] : concatBytes(pieces, total);
 }
 
 async function readToEnd(connection: Connection, maxBodyBytes: number): Promise<Uint8Array> {
   const pieces: Uint8Array[] = [];
-  let total = 0;
+  let total = connection.end - connection.start;
+  if (total > maxBodyBytes) throw tooLarge(maxBodyBytes);
+  if (total > 0) {
+    pieces.push(connection.buf.slice(connection.start, connection.end));
+    connection.start = connection.end;
+  }
   while (true) {
-    const piece = connection.take(Infinity);
-    total += piece.length;
+    const chunk = new Uint8Array(Math.min(READ_TO_END_BYTES, maxBodyBytes - total + 1));
+    const n = await connection.readInto(chunk);
+    if (n === null) return concatBytes(pieces, total);
+    total += n;
     if (total > maxBodyBytes) throw tooLarge(maxBodyBytes);
-    if (piece.length > 0) pieces.push(piece);
-    if (!(await connection.fill())) return concatBytes(pieces, total);
+    pieces.push(chunk.subarray(0, n));
   }
 }

@@ -390,6 +390,28 @@ Deno.test("forward: a kept-alive connection the peer closed is replaced; the req
   });
 });
 
+Deno.test("forward: after a body read past the buffer, a close while idle is still seen", async () => {
+  const body = "b".repeat(100_000);
+  await withRaw(async (peer) => {
+    const seen = await peer.readRequest();
+    if (!seen) return;
+    await peer.send(
+      `HTTP/1.1 200 OK\r\ncontent-length: ${body.length}\r\n\r\n${body.slice(0, 10)}`,
+    );
+    await delay(5);
+    await peer.send(body.slice(10));
+    // Returning closes the connection the client keeps in its pool.
+  }, async (server) => {
+    await withForwarder({}, async (forwarder) => {
+      assert.equal(text(await forwarder.forward(server.url, request("GET", "/one"))), body);
+      await waitFor(() => forwarder.stats().open === 0, "the pool to drop the closed connection");
+      assert.equal(text(await forwarder.forward(server.url, request("POST", "/two", "x"))), body);
+      assert.equal(server.connections, 2);
+      assert.deepEqual(server.requests.map((r) => r.head.split(" ")[1]), ["/one", "/two"]);
+    });
+  });
+});
+
 Deno.test("forward: a first write that fails at once on a reused connection goes on a fresh one, once", async () => {
   await withRaw(keepAliveHandler(), async (server) => {
     const faulty = faultyConnect(2);
@@ -712,6 +734,130 @@ Deno.test("forward: a chunked answer is reassembled and its connection reused", 
   });
 });
 
+Deno.test("forward: answers split at every awkward place, or larger than a read, come out whole", async () => {
+  const big = (size: number, seed: number) =>
+    Array.from({ length: size }, (_, i) => String.fromCharCode(97 + (i * 7 + seed) % 26)).join("");
+  const longHeader = big(40_000, 1); // A head over a connection's 16 KiB buffer.
+  const chunk = big(70_000, 2); // A chunk over it.
+  const body = big(300_000, 3); // A content-length body over it.
+  const answers: Record<string, string[]> = {
+    // The head's blank line split across writes, one byte at a time at the end.
+    "/split": [
+      "HTTP/1.1 200 OK\r",
+      "\ncontent-length: 5\r\nx-a: 1\r\n",
+      "\r",
+      "\nhe",
+      "llo",
+    ],
+    "/long-head": [`HTTP/1.1 200 OK\r\nx-long: ${longHeader}\r\ncontent-length: 2\r\n\r\nok`],
+    "/big-chunk": [
+      "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n",
+      `${chunk.length.toString(16)}\r\n${chunk.slice(0, 1000)}`,
+      chunk.slice(1000, 50_000),
+      `${chunk.slice(50_000)}\r`,
+      "\n3\r\nend\r\n0\r\n\r\n",
+    ],
+    "/big-body": [
+      `HTTP/1.1 200 OK\r\ncontent-length: ${body.length}\r\n\r\n${body.slice(0, 10)}`,
+      body.slice(10, 20_000),
+      body.slice(20_000),
+    ],
+  };
+  await withRaw(async (peer) => {
+    while (true) {
+      const seen = await peer.readRequest();
+      if (!seen) return;
+      for (const piece of answers[seen.head.split(" ")[1]]) {
+        await peer.send(piece);
+        await delay(5);
+      }
+    }
+  }, async (server) => {
+    await withForwarder({}, async (forwarder) => {
+      for (let round = 0; round < 2; round++) {
+        const split = await forwarder.forward(server.url, request("GET", "/split"));
+        assert.equal(text(split), "hello");
+        assert.equal(header(split, "x-a"), "1");
+        const long = await forwarder.forward(server.url, request("GET", "/long-head"));
+        assert.equal(text(long), "ok");
+        assert.equal(header(long, "x-long"), longHeader);
+        const chunked = await forwarder.forward(server.url, request("GET", "/big-chunk"));
+        assert.equal(text(chunked), chunk + "end");
+        const whole = await forwarder.forward(server.url, request("GET", "/big-body"));
+        assert.equal(text(whole), body);
+      }
+      assert.equal(server.connections, 1);
+      assert.deepEqual(forwarder.stats(), { open: 1, idle: 1, waiting: 0 });
+    });
+  });
+});
+
+Deno.test("forward: header values are Latin-1 both ways", async () => {
+  await withRaw(async (peer) => {
+    // The raw bytes of the request's head, and an answer header with the byte 0xe9.
+    let head = new Uint8Array(0);
+    while (!new TextDecoder("latin1").decode(head).includes("\r\n\r\n")) {
+      const chunk = new Uint8Array(1024);
+      const n = await peer.conn.read(chunk);
+      if (n === null) return;
+      head = new Uint8Array([...head, ...chunk.subarray(0, n)]);
+    }
+    const value = Array.from(head.subarray(head.indexOf(0x78 /* x */)))
+      .slice(0, 9);
+    await peer.send(
+      new Uint8Array([
+        ...encoder.encode("HTTP/1.1 200 OK\r\nx-answer: caf"),
+        0xe9,
+        ...encoder.encode(`\r\ncontent-length: ${value.length}\r\n\r\n`),
+        ...value,
+      ]),
+    );
+  }, async (server) => {
+    await withForwarder({}, async (forwarder) => {
+      const got = await forwarder.forward(
+        server.url,
+        request("GET", "/", "", [["x", "caf\u00e9"]]),
+      );
+      assert.equal(header(got, "x-answer"), "caf\u00e9");
+      // "x: caf" then the single byte 0xe9, then CR LF.
+      assert.deepEqual(
+        Array.from((got as { body: Uint8Array }).body),
+        [...encoder.encode("x: caf"), 0xe9, 13, 10],
+      );
+    });
+  });
+});
+
+Deno.test("forward: bytes after a complete answer are an answer, and its connection is not kept", async () => {
+  await withRaw(async (peer) => {
+    await peer.readRequest();
+    await peer.send("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n");
+    await peer.waitForClose();
+    peer.server.closedByClient++;
+  }, async (server) => {
+    await withForwarder({}, async (forwarder) => {
+      assert.equal(text(await forwarder.forward(server.url, request("GET", "/"))), "ok");
+      assert.deepEqual(forwarder.stats(), { open: 0, idle: 0, waiting: 0 });
+      await waitFor(() => server.closedByClient === 1, "the connection to close");
+    });
+  });
+});
+
+Deno.test("forward: a body delimited by the close, longer than several reads, comes out whole", async () => {
+  const body = "z".repeat(300_000);
+  await withRaw(async (peer) => {
+    await peer.readRequest();
+    await peer.send(`HTTP/1.0 200 OK\r\n\r\n${body.slice(0, 100)}`);
+    await delay(5);
+    await peer.send(body.slice(100));
+  }, async (server) => {
+    await withForwarder({}, async (forwarder) => {
+      assert.equal(text(await forwarder.forward(server.url, request("GET", "/"))), body);
+      assert.equal(forwarder.stats().open, 0);
+    });
+  });
+});
+
 Deno.test("forward: an answer over the body limit is refused, never truncated", async () => {
   const answers = [
     // Declared over the default 32 MiB: refused before reading it.
@@ -841,6 +987,36 @@ Deno.test("forward: a malformed answer is unreachable, written", async () => {
       assert.equal(got.kind, "unreachable");
       assert.equal((got as { written: boolean }).written, true);
       assert.match((got as { reason: string }).reason, /not HTTP\/1\.x/);
+    });
+  });
+});
+
+Deno.test("forward: a malformed header line is unreachable, written, and named", async () => {
+  const heads = [
+    "HTTP/1.1 200 OK\r\nx-a: 1\r\nno colon here\r\ncontent-length: 0\r\n\r\n",
+    "HTTP/1.1 200 OK\r\n: empty name\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nbad name: 1\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nx-ok:\t padded \t\r\nx-bad: a\x01b\r\n\r\n",
+  ];
+  await withRaw(async (peer) => {
+    const seen = await peer.readRequest();
+    if (seen) await peer.send(heads[Number(seen.head.split(" ")[1].slice(1))]);
+  }, async (server) => {
+    await withForwarder({}, async (forwarder) => {
+      for (
+        const [index, line] of ["no colon here", ": empty name", "bad name: 1", "x-bad: a\x01b"]
+          .entries()
+      ) {
+        const got = await forwarder.forward(server.url, request("GET", `/${index}`));
+        assert.equal(got.kind, "unreachable");
+        assert.equal((got as { written: boolean }).written, true);
+        assert.equal(
+          (got as { reason: string }).reason,
+          `http://127.0.0.1:${new URL(server.url).port}: the answer has a malformed header line ${
+            JSON.stringify(line)
+          }`,
+        );
+      }
     });
   });
 });
