@@ -39,7 +39,11 @@ import { type Clock, systemClock, type Timer } from "../time/clock.ts";
 
 /** Longest wait for a connection (a free slot included) before a request is unreachable. */
 export const CONNECT_TIMEOUT_MS = 5_000;
-/** Longest wait for a complete answer, counted from the first byte of the request written. */
+/**
+ * Longest wait for a complete answer, counted from the first byte of the
+ * request written (one timer for all the exchanges waiting: the same wait
+ * for each, so their deadlines come in the order they started).
+ */
 export const ANSWER_TIMEOUT_MS = 30_000;
 /**
  * A kept-alive connection unused this long is closed (one timer for the
@@ -507,6 +511,15 @@ interface Waiter {
   grant(grant: Connection | "slot"): void;
 }
 
+/** An exchange waiting for its answer, in the forwarder's list of them, earliest deadline first. */
+interface AnswerDeadline {
+  /** The clock's monotonic time at which it times out. */
+  due: number;
+  timeout(): void;
+  prev: AnswerDeadline | undefined;
+  next: AnswerDeadline | undefined;
+}
+
 /** A first write that failed before a byte was accepted: nothing of the request was sent. */
 class Unsent {
   constructor(readonly error: unknown) {}
@@ -552,6 +565,11 @@ export class Forwarder {
   readonly #idleOrder = new Set<Connection>();
   /** Closes idle connections past the idle timeout; armed while any is idle. */
   #idleSweep: Timer | undefined;
+  /** Exchanges waiting for an answer, earliest deadline (first started) first. */
+  #firstDeadline: AnswerDeadline | undefined;
+  #lastDeadline: AnswerDeadline | undefined;
+  /** Times out the exchanges past their deadline; armed for the first one's, or earlier. */
+  #answerTimer: Timer | undefined;
   /** Parsed peer addresses by the string given (or the URL's href). */
   readonly #peers = new Map<string, Peer>();
   readonly #waiters: Waiter[] = [];
@@ -650,6 +668,7 @@ export class Forwarder {
     this.#closing.abort(new Error("the forwarder is closed"));
     this.#idleSweep?.cancel();
     this.#idleSweep = undefined;
+    this.#stopAnswerTimerIfUnneeded();
     const pending: Promise<void>[] = [];
     for (const connection of [...this.#all]) {
       pending.push(connection.settled());
@@ -762,7 +781,13 @@ export class Forwarder {
       this.#discard(connection);
       wake(undefined);
     };
-    const timer = this.#clock.setTimer(this.#answerTimeoutMs, () => stop("timeout"));
+    const deadline: AnswerDeadline = {
+      due: this.#clock.monotonic() + this.#answerTimeoutMs,
+      timeout: () => stop("timeout"),
+      prev: undefined,
+      next: undefined,
+    };
+    this.#trackAnswer(deadline);
     const onAbort = () => stop("abort");
     signal?.addEventListener("abort", onAbort, ONCE);
     try {
@@ -780,9 +805,67 @@ export class Forwarder {
       } else this.#discard(connection);
       return result;
     } finally {
-      timer.cancel();
+      this.#untrackAnswer(deadline);
       signal?.removeEventListener("abort", onAbort);
     }
+  }
+
+  /** Adds an exchange to the answer deadlines (last: it started last), arming the timer if need be. */
+  #trackAnswer(deadline: AnswerDeadline): void {
+    deadline.prev = this.#lastDeadline;
+    if (this.#lastDeadline) this.#lastDeadline.next = deadline;
+    else this.#firstDeadline = deadline;
+    this.#lastDeadline = deadline;
+    this.#armAnswerTimer();
+  }
+
+  /** Removes an exchange from the answer deadlines, if it is there. */
+  #untrackAnswer(deadline: AnswerDeadline): void {
+    if (deadline.prev) deadline.prev.next = deadline.next;
+    else if (this.#firstDeadline === deadline) this.#firstDeadline = deadline.next;
+    else return; // Not in the list (any more).
+    if (deadline.next) deadline.next.prev = deadline.prev;
+    else this.#lastDeadline = deadline.prev;
+    deadline.prev = deadline.next = undefined;
+    if (!this.#firstDeadline) this.#stopAnswerTimerIfUnneeded();
+  }
+
+  /**
+   * Arms the answer timer for the first exchange's deadline, unless it is
+   * armed: then for an earlier or the same one, as exchanges are added in
+   * the order of their deadlines. One finished meanwhile leaves it armed;
+   * it then finds nothing due and arms itself for the next: one timer per
+   * answer timeout with steady traffic, not one per request.
+   */
+  #armAnswerTimer(): void {
+    if (this.#answerTimer || !this.#firstDeadline) return;
+    const wait = this.#firstDeadline.due - this.#clock.monotonic();
+    this.#answerTimer = this.#clock.setTimer(Math.max(0, Math.ceil(wait)), this.#expireAnswers);
+  }
+
+  /** Times out the exchanges whose deadline passed, first started first. */
+  readonly #expireAnswers = (): void => {
+    this.#answerTimer = undefined;
+    const now = this.#clock.monotonic();
+    while (this.#firstDeadline && this.#firstDeadline.due <= now) {
+      const due = this.#firstDeadline;
+      this.#untrackAnswer(due);
+      due.timeout();
+    }
+    this.#armAnswerTimer();
+  };
+
+  /**
+   * Cancels the answer timer when no exchange waits and the forwarder is
+   * closed or has no connection (a timer left armed only keeps the process
+   * awake). While an exchange waits, it stays: the timeout ends a wait that
+   * closing the connection might not.
+   */
+  #stopAnswerTimerIfUnneeded(): void {
+    if (this.#firstDeadline || !this.#answerTimer) return;
+    if (!this.#closing.signal.aborted && this.#all.size > 0) return;
+    this.#answerTimer.cancel();
+    this.#answerTimer = undefined;
   }
 
   /** The exchange itself; never rejects. Sets `connection.reusable`. */
@@ -973,10 +1056,11 @@ export class Forwarder {
     connection.close();
     this.#all.delete(connection);
     this.#open--;
-    if (this.#all.size === 0 && this.#idleSweep) {
+    if (this.#all.size === 0) {
       // Nothing left to sweep; a sweep armed for a connection taken since would only wake.
-      this.#idleSweep.cancel();
+      this.#idleSweep?.cancel();
       this.#idleSweep = undefined;
+      this.#stopAnswerTimerIfUnneeded();
     }
     if (pump) this.#pump();
   }

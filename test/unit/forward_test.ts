@@ -529,6 +529,50 @@ Deno.test("forward: a silent peer times out 30 s after the request was written",
   });
 });
 
+Deno.test("forward: requests in flight together each time out 30 s after their own start", async () => {
+  const clock = new FakeClock();
+  await withRaw(async (peer) => {
+    while (true) {
+      const seen = await peer.readRequest();
+      if (!seen) break;
+      if (seen.head.startsWith("GET /answer")) {
+        await peer.send("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+      }
+    }
+    peer.server.closedByClient++;
+  }, async (server) => {
+    await withForwarder({ clock }, async (forwarder) => {
+      const arrived = (n: number) => waitFor(() => server.requests.length === n, `request ${n}`);
+      // t = 0: one answered at once (the timer stays armed for its deadline), one silent.
+      assert.equal(text(await forwarder.forward(server.url, request("GET", "/answer"))), "ok");
+      const a = forwarder.forward(server.url, request("GET", "/a"));
+      await arrived(2);
+      await clock.advance(5_000);
+      const controller = new AbortController();
+      const b = forwarder.forward(server.url, request("GET", "/b"), { signal: controller.signal });
+      await arrived(3);
+      await clock.advance(5_000);
+      const c = forwarder.forward(server.url, request("GET", "/c"));
+      await arrived(4);
+      // t = 10 s: b, in the middle of the list, is aborted.
+      controller.abort(new Error("gone"));
+      await assert.rejects(b, /gone/);
+      await clock.advance(19_999);
+      assert.ok(await pending(a));
+      await clock.advance(1);
+      assert.deepEqual(await a, { kind: "timeout" });
+      assert.ok(await pending(c));
+      await clock.advance(9_999);
+      assert.ok(await pending(c));
+      await clock.advance(1);
+      assert.deepEqual(await c, { kind: "timeout" });
+      assert.equal(server.requests.length, 4);
+      // The answered request's connection went on to carry a: every one is closed.
+      assert.deepEqual(forwarder.stats(), { open: 0, idle: 0, waiting: 0 });
+    });
+  });
+});
+
 Deno.test("forward: no connection within 5 s is unreachable and unwritten", async () => {
   const clock = new FakeClock();
   const hang: Connect = (_host, _port, signal) =>
