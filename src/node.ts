@@ -234,7 +234,14 @@ export class WasmKeepNode {
       nodeId: options.nodeId,
       historyRetentionMs: options.historyRetentionMs,
       // The callbacks run on executor messages, long after host exists.
-      checkHold: (actor, generation) => host.stillHolds(actor, generation),
+      // A durable write is acknowledged only if it landed while this node
+      // held the actor: its record unchanged since the take and, in a
+      // cluster, its lease still valid.
+      checkHold: async (actor, generation) => {
+        if (plane.current && !plane.current.valid()) return false;
+        const held = await host.stillHolds(actor, generation);
+        return held && (!plane.current || plane.current.valid());
+      },
       onGiveUp: (actor, generation) => host.gaveUp(actor, generation),
       onCount: (name, by) => metrics.counter(name, REPLICATION_COUNTERS[name] ?? name, {}, by),
       onExecutorReplaced: (index, unstarted) => {
