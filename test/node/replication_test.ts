@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { metric, type NodeProcess, startNode, TESTBED_WASM } from "../helpers/node_process.ts";
 import { startMoto } from "../helpers/moto.ts";
+import { scratchDir, startClusterNode } from "../helpers/cluster.ts";
 import { verifyLtxChainBytes } from "../helpers/ltx_verify.ts";
 import { FileBucket } from "../../src/bucket/file.ts";
 import { type Bucket, listAll } from "../../src/bucket/bucket.ts";
@@ -14,14 +15,6 @@ import { actorWalPrefix as walPrefixOf } from "../../src/bucket/keys.ts";
 import { deletedKey } from "../../src/replication/history.ts";
 
 const TESTBED = ["--actor", `testbed=${TESTBED_WASM}`];
-
-/**
- * A node of a cluster on loopback, with a short lease so its start check
- * and a dead peer's fence take seconds (every lease timing derives from it).
- */
-const node = (
-  id: string,
-) => ["--node-id", id, "--cluster-plaintext", "accept", "--lease-ttl-secs", "3"];
 
 const testbed = (name: string) => ({ tenant: "default", class: "testbed", name });
 const actorWalPrefix = (name: string) => walPrefixOf(testbed(name));
@@ -49,15 +42,6 @@ async function getOnceFree(peer: NodeProcess, path: string): Promise<[number, st
   }
 }
 
-/** A scratch directory on tmpfs when there is one: the file bucket fsyncs every object. */
-async function scratch(): Promise<string> {
-  try {
-    return await Deno.makeTempDir({ dir: "/dev/shm", prefix: "wk-repl-" });
-  } catch {
-    return await Deno.makeTempDir({ prefix: "wk-repl-" });
-  }
-}
-
 /** The keys under an actor's `wal/`, relative to it, sorted. */
 async function walKeys(bucket: Bucket, name: string): Promise<string[]> {
   const prefix = actorWalPrefix(name);
@@ -81,25 +65,19 @@ function rowsOf(path: string): string[] {
 
 for (const store of ["file", "moto"] as const) {
   Deno.test(`an acknowledged durable write survives SIGKILL: a node with an empty data dir serves it (${store} bucket)`, async () => {
-    const dir = await scratch();
+    const dir = await scratchDir("wk-repl-");
     const moto = store === "moto" ? await startMoto() : undefined;
     const bucketUrl = moto ? `s3://${moto.bucket}/durable` : `file://${dir}/bucket`;
     const env = moto?.env ?? {};
     try {
-      const a = await startNode(
-        [...TESTBED, ...node("a"), "--data-dir", `${dir}/a`, "--bucket", bucketUrl],
-        env,
-      );
+      const a = await startClusterNode("a", dir, bucketUrl, TESTBED, { env });
       try {
         assert.deepEqual(await get(a, "/actor/testbed/keeper/insert?plain"), [200, "1"]);
         assert.deepEqual(await get(a, "/actor/testbed/keeper/durable"), [200, "ok"]);
       } finally {
         await a.killTree();
       }
-      const b = await startNode(
-        [...TESTBED, ...node("b"), "--data-dir", `${dir}/b`, "--bucket", bucketUrl],
-        env,
-      );
+      const b = await startClusterNode("b", dir, bucketUrl, TESTBED, { env });
       try {
         assert.deepEqual(await getOnceFree(b, "/actor/testbed/keeper/rows"), [200, "2"]);
         assert.match(b.logs(), /actor restored actor=default\/testbed\/keeper outcome=restored/);
@@ -155,15 +133,14 @@ function stallingProxy(target: string) {
 }
 
 Deno.test("a plain write is acknowledged before its upload and can be lost with its node; a durable one is not acknowledged until it landed", async () => {
-  const dir = await scratch();
+  const dir = await scratchDir("wk-repl-");
   const moto = await startMoto();
   const proxy = stallingProxy(moto.endpoint);
   const bucketUrl = `s3://${moto.bucket}/window`;
   try {
-    const a = await startNode(
-      [...TESTBED, ...node("a"), "--data-dir", `${dir}/a`, "--bucket", bucketUrl],
-      { ...moto.env, AWS_ENDPOINT: proxy.endpoint },
-    );
+    const a = await startClusterNode("a", dir, bucketUrl, TESTBED, {
+      env: { ...moto.env, AWS_ENDPOINT: proxy.endpoint },
+    });
     try {
       assert.deepEqual(await get(a, "/actor/testbed/window/durable"), [200, "ok"]);
       proxy.stall();
@@ -183,10 +160,7 @@ Deno.test("a plain write is acknowledged before its upload and can be lost with 
     } finally {
       await a.killTree();
     }
-    const b = await startNode(
-      [...TESTBED, ...node("b"), "--data-dir", `${dir}/b`, "--bucket", bucketUrl],
-      moto.env,
-    );
+    const b = await startClusterNode("b", dir, bucketUrl, TESTBED, { env: moto.env });
     try {
       // The first durable write only: the plain write and the unanswered
       // durable one died with node a.
@@ -202,17 +176,10 @@ Deno.test("a plain write is acknowledged before its upload and can be lost with 
 });
 
 Deno.test("200 writes make a snapshot every 64 uploads; a restore reads the last one and what follows; the files verify independently", async () => {
-  const dir = await scratch();
+  const dir = await scratchDir("wk-repl-");
   const bucketUrl = `file://${dir}/bucket`;
   try {
-    const a = await startNode([
-      ...TESTBED,
-      ...node("a"),
-      "--data-dir",
-      `${dir}/a`,
-      "--bucket",
-      bucketUrl,
-    ]);
+    const a = await startClusterNode("a", dir, bucketUrl, TESTBED);
     try {
       // Durable writes: each lands before the next, so each is one upload.
       for (let i = 0; i < 200; i++) {
@@ -248,14 +215,7 @@ Deno.test("200 writes make a snapshot every 64 uploads; a restore reads the last
     assert.ok(verified.ok, verified.output);
     await Deno.writeFile(`${dir}/independent.db`, verified.image!);
 
-    const b = await startNode([
-      ...TESTBED,
-      ...node("b"),
-      "--data-dir",
-      `${dir}/b`,
-      "--bucket",
-      bucketUrl,
-    ]);
+    const b = await startClusterNode("b", dir, bucketUrl, TESTBED);
     try {
       assert.deepEqual(await get(b, "/actor/testbed/many/rows"), [200, "200"]);
       assert.match(
@@ -276,19 +236,12 @@ Deno.test("200 writes make a snapshot every 64 uploads; a restore reads the last
 });
 
 Deno.test("retention 0 collects the history the rule allows and keeps what a restore needs", async () => {
-  const dir = await scratch();
+  const dir = await scratchDir("wk-repl-");
   const bucketUrl = `file://${dir}/bucket`;
   try {
-    const a = await startNode([
-      ...TESTBED,
-      ...node("a"),
-      "--data-dir",
-      `${dir}/a`,
-      "--bucket",
-      bucketUrl,
-      "--history-retention-secs",
-      "0",
-    ]);
+    const a = await startClusterNode("a", dir, bucketUrl, TESTBED, {
+      extra: ["--history-retention-secs", "0"],
+    });
     try {
       for (let i = 0; i < 70; i++) {
         assert.deepEqual(await get(a, "/actor/testbed/short/durable"), [200, "ok"]);
@@ -314,14 +267,7 @@ Deno.test("retention 0 collects the history the rule allows and keeps what a res
       "0000000000000001/base",
     ]);
     await bucket.close();
-    const b = await startNode([
-      ...TESTBED,
-      ...node("b"),
-      "--data-dir",
-      `${dir}/b`,
-      "--bucket",
-      bucketUrl,
-    ]);
+    const b = await startClusterNode("b", dir, bucketUrl, TESTBED);
     try {
       assert.deepEqual(await get(b, "/actor/testbed/short/rows"), [200, "70"]);
     } finally {
@@ -333,17 +279,10 @@ Deno.test("retention 0 collects the history the rule allows and keeps what a res
 });
 
 Deno.test("a deleted actor stays deleted on another node, and its history is erased", async () => {
-  const dir = await scratch();
+  const dir = await scratchDir("wk-repl-");
   const bucketUrl = `file://${dir}/bucket`;
   try {
-    const a = await startNode([
-      ...TESTBED,
-      ...node("a"),
-      "--data-dir",
-      `${dir}/a`,
-      "--bucket",
-      bucketUrl,
-    ]);
+    const a = await startClusterNode("a", dir, bucketUrl, TESTBED);
     try {
       assert.deepEqual(await get(a, "/actor/testbed/gone/insert?one"), [200, "1"]);
       assert.deepEqual(await get(a, "/actor/testbed/gone/insert?two"), [200, "1"]);
@@ -363,14 +302,7 @@ Deno.test("a deleted actor stays deleted on another node, and its history is era
     assert.ok(keys.every((key) => key.includes("/0000000000000001-")), keys.join());
     await bucket.close();
 
-    const b = await startNode([
-      ...TESTBED,
-      ...node("b"),
-      "--data-dir",
-      `${dir}/b`,
-      "--bucket",
-      bucketUrl,
-    ]);
+    const b = await startClusterNode("b", dir, bucketUrl, TESTBED);
     try {
       assert.deepEqual(await get(b, "/actor/testbed/gone/rows"), [200, "0"]);
     } finally {
@@ -382,11 +314,11 @@ Deno.test("a deleted actor stays deleted on another node, and its history is era
 });
 
 Deno.test("a corrupted LTX file in the bucket answers 500 and leaves the local file untouched", async () => {
-  const dir = await scratch();
+  const dir = await scratchDir("wk-repl-");
   const bucketUrl = `file://${dir}/bucket`;
-  const args = [...TESTBED, ...node("a"), "--data-dir", `${dir}/a`, "--bucket", bucketUrl];
+  const start = () => startClusterNode("a", dir, bucketUrl, TESTBED);
   try {
-    const a = await startNode(args);
+    const a = await start();
     try {
       assert.deepEqual(await get(a, "/actor/testbed/broken/insert?one"), [200, "1"]);
       assert.deepEqual(await get(a, "/actor/testbed/broken/durable"), [200, "ok"]);
@@ -404,7 +336,7 @@ Deno.test("a corrupted LTX file in the bucket answers 500 and leaves the local f
     const local = `${dir}/a/actors/default/testbed/broken.db`;
     const before = await Deno.readFile(local);
 
-    const again = await startNode(args);
+    const again = await start();
     try {
       const [status, message] = await get(again, "/actor/testbed/broken/rows");
       assert.equal(status, 500);
@@ -420,7 +352,7 @@ Deno.test("a corrupted LTX file in the bucket answers 500 and leaves the local f
 });
 
 Deno.test("exec-durable inside a transaction takes only the COMMIT", async () => {
-  const dir = await scratch();
+  const dir = await scratchDir("wk-repl-");
   try {
     const a = await startNode([...TESTBED, "--data-dir", `${dir}/a`]);
     try {
