@@ -280,6 +280,8 @@ export class WasmKeepNode {
       },
       clock,
       log,
+      // Events run only while the lease is valid (a cluster node).
+      () => !plane.current || plane.current.valid(),
     );
     metrics.gauge(
       "wasmkeep_resident_actors",

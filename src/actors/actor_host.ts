@@ -90,6 +90,10 @@ export const HIBERNATION_SWEEP_MS = 1000;
 export class ActorHost {
   readonly #pool: ExecutorPool;
   readonly #holds: ActorHolds;
+  /** Takes under way, by actor. */
+  readonly #takes = new Map<string, Promise<ActorHold>>();
+  /** Whether this node may run events now (in a cluster: its lease is valid). */
+  readonly #canRun: () => boolean;
   readonly #limits: ActorHostLimits;
   readonly #clock: Clock;
   readonly #log: Logger;
@@ -105,9 +109,11 @@ export class ActorHost {
     limits: ActorHostLimits,
     clock: Clock,
     log: Logger,
+    canRun: () => boolean = () => true,
   ) {
     this.#pool = pool;
     this.#holds = holds;
+    this.#canRun = canRun;
     this.#limits = limits;
     this.#clock = clock;
     this.#log = log;
@@ -173,12 +179,22 @@ export class ActorHost {
       if (this.#inFlight === 0) { for (const wake of this.#idleWaiters.splice(0)) wake(); }
     };
     const hold = actor.hold;
-    const run = hold
-      ? this.#pool.run(actor.executor, key, Number(hold.generation), request)
-      : actor.taking!.then(
-        (taken) => this.#pool.run(actor.executor, key, Number(taken.generation), request),
-        (error): EventOutcome => takeFailed(error),
-      );
+    // Checked when the event is sent, not only when it arrived: a take
+    // can outlast the lease, and dropAll can drop the actor meanwhile.
+    const send = (generation: bigint): Promise<EventOutcome> => {
+      if (this.#actors.get(id) !== actor || !this.#canRun()) {
+        return Promise.resolve({
+          kind: "failed",
+          status: 503,
+          message: "this node gave the actor up (its lease is not valid); retry",
+        });
+      }
+      return this.#pool.run(actor.executor, key, Number(generation), request);
+    };
+    const run = hold ? send(hold.generation) : actor.taking!.then(
+      (taken) => send(taken.generation),
+      (error): EventOutcome => takeFailed(error),
+    );
     return run.then(
       (outcome) => {
         settle();
@@ -194,11 +210,25 @@ export class ActorHost {
 
   /** Takes the actor (its first event after waking waits for it). */
   #take(state: ActorState) {
-    state.taking = this.#holds.take(state.key);
+    // One take of an actor at a time: an older one still in flight (its
+    // actor dropped meanwhile) must not land after this one and supersede
+    // it, since this node's takes may replace its own records.
+    const earlier = this.#takes.get(state.id);
+    const taking = (earlier ? earlier.then(() => {}, () => {}) : Promise.resolve()).then(() =>
+      this.#holds.take(state.key)
+    );
+    this.#takes.set(state.id, taking);
+    taking.finally(() => {
+      if (this.#takes.get(state.id) === taking) this.#takes.delete(state.id);
+    }).catch(() => {});
+    state.taking = taking;
     state.taking.then((hold) => {
       state.taking = undefined;
-      if (this.#actors.get(state.id) === state) state.hold = hold;
-      else this.#holds.release(hold).catch(() => {});
+      if (this.#actors.get(state.id) === state && this.#canRun()) state.hold = hold;
+      else {
+        if (this.#actors.get(state.id) === state) this.#actors.delete(state.id);
+        this.#holds.release(hold).catch(() => {});
+      }
     }, (error) => {
       state.taking = undefined;
       this.#log.warn("could not take the actor", { actor: state.id, error: String(error) });

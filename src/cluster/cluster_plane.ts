@@ -127,7 +127,12 @@ export class ClusterPlane {
    * live keeps its actors until a fence frees them.
    */
   canTakeFrom(record: OwnerRecord): boolean {
-    return this.membership.isGone(record.node);
+    // Gone as the process the record names: a view a period old may still
+    // show the release or fence of a process the node has since replaced,
+    // whose new process took the actor back.
+    const heartbeat = this.membership.peer(record.node)?.heartbeat;
+    return heartbeat !== undefined && heartbeat.process === record.process &&
+      (heartbeat.lease === "released" || heartbeat.lease === "fenced");
   }
 
   /**
