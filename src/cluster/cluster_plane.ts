@@ -130,9 +130,13 @@ export class ClusterPlane {
     // Gone as the process the record names: a view a period old may still
     // show the release or fence of a process the node has since replaced,
     // whose new process took the actor back.
+    // A gone heartbeat of another process frees the record too when that
+    // process was alive after the record was written (the record's process
+    // had been replaced by then: one process per id at a time).
     const heartbeat = this.membership.peer(record.node)?.heartbeat;
-    return heartbeat !== undefined && heartbeat.process === record.process &&
-      (heartbeat.lease === "released" || heartbeat.lease === "fenced");
+    return heartbeat !== undefined &&
+      (heartbeat.lease === "released" || heartbeat.lease === "fenced") &&
+      (heartbeat.process === record.process || heartbeat.at >= record.at);
   }
 
   /**
