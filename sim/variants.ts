@@ -1,0 +1,101 @@
+/**
+ * Deliberately broken variants of the cluster code, each expressed through a
+ * parameter the real code takes (its lease timings, the `canTakeFrom` of a
+ * take, what its bucket does with a condition): the simulator must catch
+ * each within `bound` seeds, counted from seed 1 (`test/sim/sim_test.ts`
+ * checks it).
+ *
+ * @module
+ */
+
+import type { PutOptions } from "../src/bucket/bucket.ts";
+import type { LeaseTiming } from "../src/cluster/lease_timing.ts";
+
+/** How a variant breaks the real code. */
+export interface Variant {
+  name: string;
+  /** What is broken, for the output and docs/testing.md. */
+  description: string;
+  /** Changes the lease timings every piece of the node is given. */
+  timing?: (timing: LeaseTiming) => LeaseTiming;
+  /**
+   * Replaces the rule of a take: `not-live` frees an actor whose holder is
+   * merely not live in this node's view (the ADR says only a fence or a
+   * release frees it).
+   */
+  takeRule?: "not-live";
+  /** Changes a process's writes to its own heartbeat. */
+  ownHeartbeatPut?: (options: PutOptions) => PutOptions;
+  /** The invariants expected to catch it (any violation counts as caught). */
+  caughtBy: string[];
+  /**
+   * Seeds within which the simulator catches it: the longest run of seeds without a catch
+   * among seeds 1 to 300, rounded up (the test counts from seed 1).
+   */
+  bound: number;
+}
+
+/** The broken variants, by name. */
+export const VARIANTS: Record<string, Variant> = {
+  "no-safety-margin": {
+    name: "no-safety-margin",
+    description: "the lease is valid for the whole ttl after its last write and peers fence it " +
+      "as soon as the ttl has passed on their clock (safety and grace both 0): only clock " +
+      "skew separates the end of a lease from a fence",
+    timing: (t) => ({ ...t, safetyMs: 0, validMs: t.ttlMs, graceMs: 0, fenceAfterMs: t.ttlMs }),
+    caughtBy: [
+      "fenced-while-valid",
+      "fenced-healthy-node",
+      "two-holders",
+      "event-while-other-holds",
+    ],
+    bound: 25,
+  },
+  "fence-early": {
+    name: "fence-early",
+    description: "peers fence a node once its last write is half a ttl old (fenceAfterMs below " +
+      "the ttl and below the lease's own validity)",
+    timing: (t) => ({ ...t, fenceAfterMs: t.ttlMs / 2 }),
+    caughtBy: [
+      "fenced-while-valid",
+      "fenced-healthy-node",
+      "two-holders",
+      "event-while-other-holds",
+    ],
+    bound: 25,
+  },
+  "take-from-not-live": {
+    name: "take-from-not-live",
+    description: "a take frees an actor whose holder is merely not live in the taker's view " +
+      "(canTakeFrom: !membership.isLive) instead of fenced or released",
+    takeRule: "not-live",
+    caughtBy: ["two-holders", "event-while-other-holds"],
+    bound: 50,
+  },
+  "no-watch": {
+    name: "no-watch",
+    description: "no watch before a fence (watchMs 0): a peer is fenced on the first listing " +
+      "that shows its last write old enough, and a node fences right after its own lease " +
+      "came back, so after an outage nodes fence each other before they could renew",
+    timing: (t) => ({ ...t, watchMs: 0 }),
+    caughtBy: ["fenced-healthy-node"],
+    bound: 25,
+  },
+  "fence-late": {
+    name: "fence-late",
+    description: "peers wait four ttls after a node's last write before they fence it " +
+      "(fenceAfterMs 40 s): a dead node's actors stay held past the spec's bound",
+    timing: (t) => ({ ...t, fenceAfterMs: 4 * t.ttlMs }),
+    caughtBy: ["dead-node-not-fenced"],
+    bound: 15,
+  },
+  "heartbeat-ignores-fence": {
+    name: "heartbeat-ignores-fence",
+    description: "heartbeat writes reach the store without their condition (a store that " +
+      "ignores If-Match, or a lease that writes unconditionally): a fenced node writes over " +
+      "its fence",
+    ownHeartbeatPut: ({ signal }) => ({ signal }),
+    caughtBy: ["heartbeat-after-fence", "two-holders", "event-while-other-holds"],
+    bound: 10,
+  },
+};

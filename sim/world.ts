@@ -1,0 +1,1265 @@
+/**
+ * One simulated cluster, run from one seed: nodes running the real cluster
+ * code (`ClusterPlane`: node id check, node lease, membership with fencing,
+ * routing; `OwnershipRecords`; `ActorHost` with an executor pool that only
+ * records the events it is given) on one {@linkcode ObservedBucket}, clients
+ * sending requests for random actors through random nodes, and faults drawn
+ * from the seed: bucket latency, errors, lost answers, silent calls, slow
+ * listings and outages; partitions of one machine from the bucket; process
+ * pauses; crashes; clean stops; restarts through the id check; a second
+ * process started while the first is frozen; skewed and drifting clocks.
+ *
+ * Each seed also draws which of those faults it uses and how hard (swarm
+ * testing), so that runs differ in kind, not only in detail.
+ *
+ * The invariants (see docs/testing.md) are checked after every event, on
+ * every write the bucket applies, at every event an actor runs, and at the
+ * end.
+ *
+ * @module
+ */
+
+import type { ActorHolds } from "../src/actors/actor_host.ts";
+import { ActorHost } from "../src/actors/actor_host.ts";
+import type { EventOutcome, ExecutorPool } from "../src/actors/executor_pool.ts";
+import { type ActorKey, actorKeyString } from "../src/actors/key.ts";
+import type { ActorRequest } from "../src/actors/protocol.ts";
+import type { MemoryFaults, TimeWindow } from "../src/bucket/memory.ts";
+import { nodeKey } from "../src/bucket/keys.ts";
+import { randomHex, seededRandom } from "../src/bucket/random.ts";
+import { ClusterPlane } from "../src/cluster/cluster_plane.ts";
+import { decodeHeartbeat, type Heartbeat } from "../src/cluster/heartbeat.ts";
+import { type LeaseTiming, leaseTiming } from "../src/cluster/lease_timing.ts";
+import { NodeIdInUse } from "../src/cluster/node_id_check.ts";
+import type { NodeLeaseLost } from "../src/cluster/node_lease.ts";
+import {
+  decodeOwnerRecord,
+  type Hold,
+  type OwnerRecord,
+  OwnershipRecords,
+} from "../src/cluster/ownership.ts";
+import { createLogger, type Logger } from "../src/log.ts";
+import type { Random } from "../src/time/clock.ts";
+import { VERSION } from "../src/version.ts";
+import { between, ObservedBucket, ProcessBucket, type Reachability } from "./bucket.ts";
+import { MachineClock, ProcessClock, TrueClock } from "./clocks.ts";
+import { type Owner, type ScheduledEvent, Scheduler } from "./scheduler.ts";
+import { Trace } from "./trace.ts";
+import type { Variant } from "./variants.ts";
+
+/** The start of every run's time line (14 November 2023). */
+export const EPOCH = 1_700_000_000_000;
+
+/** How a run is made. */
+export interface SimOptions {
+  seed: number;
+  /** A deliberately broken variant of the code; the real code when absent. */
+  variant?: Variant;
+  /** Virtual length of the run, ms, the final quiet phase included (default 300 s). */
+  durationMs?: number;
+  /** Lines of trace kept for a failure's report (default 200). */
+  traceLines?: number;
+  /** Receives every trace line as it is written (`--trace`). */
+  echo?: (line: string) => void;
+  /** The node lease ttl (default 10 s, the spec's). */
+  ttlMs?: number;
+  /** Overrides the number of nodes the seed draws. */
+  nodes?: number;
+  /** Known violations of the real code (sim/known.ts) fail the run too. */
+  strict?: boolean;
+}
+
+/** An invariant that did not hold. */
+export interface Violation {
+  /** Which invariant: `two-holders`, `fenced-while-valid`, … (docs/testing.md). */
+  kind: string;
+  message: string;
+  /** Virtual ms since the start of the run. */
+  at: number;
+}
+
+/** What a seed drew: the cluster's shape and which faults it injects. */
+export interface Swarm {
+  nodes: number;
+  actors: number;
+  /** Client requests per second, all nodes together. */
+  clientRate: number;
+  /** An actor with no event this long hibernates (released). */
+  idleMs: number;
+  /** Mean time between two injected faults. */
+  chaosGapMs: number;
+  faults: {
+    crash: boolean;
+    stop: boolean;
+    pause: boolean;
+    zombie: boolean;
+    partition: boolean;
+    /** One node leaves for good when the quiet phase begins (its actors must be freed). */
+    retire: boolean;
+    storm: boolean;
+    outage: boolean;
+  };
+  /** Upper bound of the bucket's latency when calm, ms. */
+  calmLatencyMs: number;
+}
+
+/** Counts of what happened. */
+export interface Stats {
+  events: number;
+  requests: number;
+  served: number;
+  forwarded: number;
+  unavailable: number;
+  refused: number;
+  takes: number;
+  releases: number;
+  actorEvents: number;
+  fences: number;
+  leasesLost: number;
+  leaseExpiries: number;
+  idInUse: number;
+  starts: number;
+  crashes: number;
+  stops: number;
+  pauses: number;
+  zombies: number;
+  partitions: number;
+  storms: number;
+  outages: number;
+  clockSteps: number;
+  /** Last write to fence, ms, of each dead or paused node fenced. */
+  takeoverDelays: number[];
+  /** The same, for the fences of dead nodes with the bucket reachable throughout. */
+  calmTakeoverDelays: number[];
+}
+
+/** The outcome of one run. */
+export interface SimResult {
+  seed: number;
+  variant: string | undefined;
+  ok: boolean;
+  violation: Violation | undefined;
+  /** The last lines of the trace. */
+  trace: string[];
+  /** Digest of the whole trace: equal for two runs of one seed. */
+  digest: string;
+  /** Virtual ms simulated. */
+  virtualMs: number;
+  swarm: Swarm;
+  stats: Stats;
+  /** Known violations of the real code seen (not failing the run unless `strict`), by kind. */
+  known: Record<string, { count: number; first: Violation }>;
+}
+
+const REQUEST: ActorRequest = {
+  method: "GET",
+  path: "/",
+  query: "",
+  headers: [],
+  body: new Uint8Array(),
+};
+
+const RESPONSE: EventOutcome = {
+  kind: "response",
+  response: { status: 200, headers: [], body: new Uint8Array() },
+};
+
+/** The default virtual length of a run. */
+export const DEFAULT_DURATION_MS = 300_000;
+
+/** The last part of every run: no new faults, every node back, then every actor asked for. */
+const QUIET_MS = 50_000;
+
+/** Sub-streams of a seed, so that one kind of draw does not shift the others. */
+const Stream = {
+  Settings: 1,
+  Chaos: 2,
+  Clients: 3,
+  Network: 4,
+  Tokens: 5,
+  Clocks: 6,
+  Bucket: 7,
+} as const;
+
+function streamSeed(seed: number, stream: number): number {
+  let h = Math.imul((seed >>> 0) ^ 0x9e3779b9, 0x85ebca6b) ^ Math.imul(stream, 0xc2b2ae35);
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x7feb352d);
+  h ^= h >>> 15;
+  h = Math.imul(h, 0x846ca68b);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+/** A machine: its id, clocks, partitions, and the process that runs on it now. */
+class SimNode {
+  current: SimProcess | undefined;
+  incarnations = 0;
+  restart: ScheduledEvent | undefined;
+  partitionUntil = -Infinity;
+  partitionMode: "refuse" | "silent" = "refuse";
+  /** Left the cluster for good: never restarted. */
+  retired = false;
+  net!: Reachability;
+  constructor(readonly id: string, readonly machine: MachineClock) {}
+}
+
+/** One process of a node, from its start to its crash or exit. */
+class SimProcess implements Owner {
+  dead = false;
+  paused = false;
+  readonly deferred: ScheduledEvent[] = [];
+  state: "starting" | "serving" | "stopping" | "exited" = "starting";
+  plane: ClusterPlane | undefined;
+  /** True time since which it has served without a pause or partition. */
+  readySince: number | undefined;
+  /** Holds its takes returned and it has not released, by actor, oldest first. */
+  readonly holds = new Map<string, Hold[]>();
+  clock!: ProcessClock;
+  host!: ActorHost;
+  ownership!: OwnershipRecords;
+  bucket!: ProcessBucket;
+  readonly name: string;
+
+  constructor(readonly node: SimNode, readonly incarnation: number, readonly token: string) {
+    this.name = `${node.id}#${incarnation}`;
+  }
+
+  /** The hold it acts on for `actor` now, if it believes it holds it with a valid lease. */
+  belief(actor: ActorKey, id: string): Hold | undefined {
+    if (this.dead || !this.plane || !this.plane.valid() || !this.host.holds(actor)) return;
+    const holds = this.holds.get(id);
+    return holds?.[holds.length - 1];
+  }
+}
+
+/** Runs one seed. */
+export async function runSeed(options: SimOptions): Promise<SimResult> {
+  const world = new World(options);
+  return await world.run();
+}
+
+class World {
+  readonly #options: SimOptions;
+  readonly #seed: number;
+  readonly #variant: Variant | undefined;
+  readonly #sched = new Scheduler(EPOCH);
+  readonly #trace: Trace;
+  readonly #timing: LeaseTiming;
+  readonly #settings: Random;
+  readonly #chaos: Random;
+  readonly #clients: Random;
+  readonly #net: Random;
+  readonly #tokens: Random;
+  readonly #store: ObservedBucket;
+  readonly #swarm: Swarm;
+  readonly #nodes: SimNode[] = [];
+  readonly #actors: { key: ActorKey; id: string; short: string }[] = [];
+  /** Processes not dead, paused ones included. */
+  readonly #procs = new Set<SimProcess>();
+  readonly #byToken = new Map<string, SimProcess>();
+  readonly #stats: Stats = {
+    events: 0,
+    requests: 0,
+    served: 0,
+    forwarded: 0,
+    unavailable: 0,
+    refused: 0,
+    takes: 0,
+    releases: 0,
+    actorEvents: 0,
+    fences: 0,
+    leasesLost: 0,
+    leaseExpiries: 0,
+    idInUse: 0,
+    starts: 0,
+    crashes: 0,
+    stops: 0,
+    pauses: 0,
+    zombies: 0,
+    partitions: 0,
+    storms: 0,
+    outages: 0,
+    clockSteps: 0,
+    takeoverDelays: [],
+    calmTakeoverDelays: [],
+  };
+  #violation: Violation | undefined;
+  readonly #known_ = new Map<string, { count: number; first: Violation }>();
+  /**
+   * Takes, by actor, that a known bug of the real code let through (sim/known.ts): the
+   * generation they wrote and the bug.
+   */
+  readonly #suspectTakes = new Map<string, { generation: bigint; kind: string }[]>();
+  /** Pairs of holds already reported as a known violation. */
+  readonly #reported = new Set<string>();
+  readonly #durationMs: number;
+  readonly #quietAt: number;
+  #quiet = false;
+  // The bucket's weather.
+  readonly #outages: TimeWindow[] = [];
+  #calmFaults: MemoryFaults;
+  #storm: { until: number; answerMaxMs: number } | undefined;
+  #lastStormEnd = -Infinity;
+  // Invariant state.
+  /** Last live heartbeat write applied, by process token: true time. */
+  readonly #lastLiveWrite = new Map<string, number>();
+  readonly #fenced = new Set<string>();
+  readonly #records = new Map<string, OwnerRecord>();
+  /** Dead or paused processes whose actors must become free in time. */
+  readonly #deaths = new Map<string, SimProcess>();
+  readonly #bound: number;
+
+  constructor(options: SimOptions) {
+    this.#options = options;
+    this.#seed = options.seed >>> 0;
+    this.#variant = options.variant;
+    this.#trace = new Trace(options.traceLines ?? 200);
+    this.#trace.echo = options.echo;
+    const base = leaseTiming(options.ttlMs);
+    this.#timing = this.#variant?.timing ? this.#variant.timing(base) : base;
+    // The bound of the spec's "How it works", from the real timings.
+    this.#bound = base.fenceAfterMs + base.watchMs + base.periodMs + base.skewMs + 1000;
+    this.#settings = seededRandom(streamSeed(this.#seed, Stream.Settings));
+    this.#chaos = seededRandom(streamSeed(this.#seed, Stream.Chaos));
+    this.#clients = seededRandom(streamSeed(this.#seed, Stream.Clients));
+    this.#net = seededRandom(streamSeed(this.#seed, Stream.Network));
+    this.#tokens = seededRandom(streamSeed(this.#seed, Stream.Tokens));
+    this.#durationMs = Math.max(options.durationMs ?? DEFAULT_DURATION_MS, QUIET_MS + 10_000);
+    this.#quietAt = EPOCH + this.#durationMs - QUIET_MS;
+    this.#swarm = this.#drawSwarm();
+    this.#calmFaults = {
+      latencyMs: { min: 0.2, max: this.#swarm.calmLatencyMs },
+      outages: this.#outages,
+    };
+    this.#store = new ObservedBucket({
+      clock: new TrueClock(this.#sched),
+      random: seededRandom(streamSeed(this.#seed, Stream.Bucket)),
+      faults: this.#calmFaults,
+    });
+    this.#store.onApplied = (key, body, writer) => this.#applied(key, body, writer);
+  }
+
+  #drawSwarm(): Swarm {
+    const r = this.#settings;
+    const on = () => r.next() < 0.65;
+    const nodes = this.#options.nodes ?? 2 + Math.floor(r.next() * 4);
+    return {
+      nodes,
+      actors: 2 + Math.floor(r.next() * 10),
+      clientRate: 1 + r.next() * 15,
+      idleMs: 2_000 + r.next() * 40_000,
+      chaosGapMs: 2_000 + r.next() * 15_000,
+      faults: {
+        crash: on(),
+        stop: on(),
+        pause: on(),
+        zombie: r.next() < 0.3,
+        partition: on(),
+        retire: r.next() < 0.35,
+        storm: on(),
+        outage: on(),
+      },
+      calmLatencyMs: 1 + r.next() * 15,
+    };
+  }
+
+  async run(): Promise<SimResult> {
+    const unhandled = (event: PromiseRejectionEvent) => {
+      event.preventDefault();
+      this.#fail(
+        "unhandled-rejection",
+        `a promise rejected with nobody to handle it: ${describe(event.reason)}`,
+      );
+    };
+    globalThis.addEventListener("unhandledrejection", unhandled);
+    try {
+      this.#setUp();
+      const check = () => this.#check();
+      await this.#sched.runUntil(EPOCH + this.#durationMs, check);
+      if (!this.#violation) await this.#finalProbe();
+      if (!this.#violation) this.#checkDeaths();
+    } catch (e) {
+      this.#fail("simulator-error", `the simulation threw: ${describe(e)}`);
+    } finally {
+      globalThis.removeEventListener("unhandledrejection", unhandled);
+      // Nothing of this run may fire in the next one's drains.
+      for (const proc of this.#procs) proc.dead = true;
+    }
+    for (const node of this.#nodes) this.#stats.clockSteps += node.machine.steps;
+    this.#stats.events = this.#sched.fired;
+    this.#trace.add(`end ${this.#violation ? `FAIL ${this.#violation.kind}` : "ok"}`);
+    return {
+      seed: this.#seed,
+      variant: this.#variant?.name,
+      ok: !this.#violation,
+      violation: this.#violation,
+      trace: this.#trace.last(),
+      digest: this.#trace.digest(),
+      virtualMs: this.#sched.now - EPOCH,
+      swarm: this.#swarm,
+      stats: this.#stats,
+      known: Object.fromEntries(this.#known_),
+    };
+  }
+
+  // ---------------------------------------------------------------- set-up
+
+  #setUp(): void {
+    const swarm = this.#swarm;
+    const clocks = seededRandom(streamSeed(this.#seed, Stream.Clocks));
+    const skew = this.#timing.skewMs;
+    this.#log(
+      "sim",
+      `seed ${this.#seed}${this.#variant ? ` variant ${this.#variant.name}` : ""}: ${
+        JSON.stringify(swarm)
+      }`,
+    );
+    for (let i = 0; i < swarm.nodes; i++) {
+      const id = String.fromCharCode(97 + i);
+      // Half the machines sit at an edge of the band: the widest skew the rules allow.
+      const offsetMs = clocks.next() < 0.5
+        ? (clocks.next() < 0.5 ? -1 : 1) * skew / 2
+        : (clocks.next() * 2 - 1) * skew / 2;
+      const driftPpm = (clocks.next() * 2 - 1) * 2000;
+      const machine = new MachineClock(this.#sched, {
+        offsetMs,
+        driftPpm,
+        skewMs: skew,
+        random: seededRandom(Math.floor(clocks.next() * 2 ** 32)),
+      });
+      const node = new SimNode(id, machine);
+      node.net = {
+        partition: () =>
+          this.#quiet || this.#sched.now >= node.partitionUntil ? undefined : node.partitionMode,
+        answerLatencyMs: () => this.#answerLatency(),
+      };
+      this.#nodes.push(node);
+      this.#log(
+        "sim",
+        `node ${id}: clock offset ${offsetMs.toFixed(1)} ms, drift ${driftPpm.toFixed(0)} ppm`,
+      );
+      this.#sched.after(this.#chaos.next() * 2000, () => this.#start(node));
+    }
+    const names = ["counter", "room", "cart"];
+    for (let i = 0; i < swarm.actors; i++) {
+      const key = { tenant: "default", class: names[i % names.length], name: `x${i}` };
+      this.#actors.push({ key, id: actorKeyString(key), short: `${key.class}/${key.name}` });
+    }
+    this.#sched.after(this.#exp(swarm.chaosGapMs), () => this.#chaosStep());
+    this.#sched.after(
+      this.#exp(1000 / swarm.clientRate, this.#clients),
+      () => this.#clientStep(),
+    );
+    this.#sched.at(this.#quietAt, () => this.#beginQuiet());
+  }
+
+  #answerLatency(): number {
+    const storm = this.#storm;
+    if (!storm) return between(this.#net, 0.1, 3);
+    // Mostly quick, sometimes slow, rarely very slow.
+    const u = this.#net.next();
+    if (u < 0.8) return between(this.#net, 0.5, 30);
+    if (u < 0.98) return between(this.#net, 30, storm.answerMaxMs);
+    return between(this.#net, storm.answerMaxMs, 4 * storm.answerMaxMs);
+  }
+
+  #exp(mean: number, random: Random = this.#chaos): number {
+    return -Math.log(1 - random.next()) * mean;
+  }
+
+  // ------------------------------------------------------------- processes
+
+  /** The newest process of `node` that has not died, if any. */
+  #alive(node: SimNode): SimProcess | undefined {
+    let found: SimProcess | undefined;
+    for (const proc of this.#procs) if (proc.node === node && !proc.dead) found = proc;
+    return found;
+  }
+
+  async #start(node: SimNode): Promise<void> {
+    if (this.#violation || node.retired) return;
+    if (node.current && !node.current.dead && !node.current.paused) return;
+    const incarnation = ++node.incarnations;
+    const token = randomHex(this.#tokens, 8);
+    const proc = new SimProcess(node, incarnation, token);
+    const clock = new ProcessClock(this.#sched, node.machine, proc);
+    proc.clock = clock;
+    const ownHeartbeat = nodeKey(node.id);
+    const filter = this.#variant?.ownHeartbeatPut;
+    proc.bucket = new ProcessBucket(
+      this.#store,
+      this.#sched,
+      proc,
+      proc.name,
+      node.net,
+      filter ? (key, o) => key === ownHeartbeat ? filter(o) : o : undefined,
+    );
+    const log = this.#logger(proc);
+    proc.ownership = new OwnershipRecords({
+      bucket: proc.bucket,
+      clock,
+      nodeId: node.id,
+      processToken: token,
+      log,
+    });
+    const holds: ActorHolds<Hold> = {
+      take: async (actor) => {
+        const hold = await proc.ownership.take(actor, {
+          canTakeFrom: (record) => this.#canTakeFrom(proc, record),
+        });
+        const id = actorKeyString(actor);
+        const list = proc.holds.get(id) ?? [];
+        list.push(hold);
+        proc.holds.set(id, list);
+        this.#stats.takes++;
+        this.#log(proc.name, `took ${short(actor)} gen ${hold.generation}`);
+        return hold;
+      },
+      release: (hold) => {
+        const id = actorKeyString(hold.actor);
+        const list = proc.holds.get(id);
+        const at = list?.indexOf(hold) ?? -1;
+        if (list && at >= 0) list.splice(at, 1);
+        this.#stats.releases++;
+        this.#log(proc.name, `releases ${short(hold.actor)} gen ${hold.generation}`);
+        return proc.ownership.release(hold);
+      },
+      stillHolds: (hold) => proc.ownership.stillHolds(hold),
+    };
+    const pool = {
+      run: (_executor: number, key: ActorKey, generation: number) => {
+        this.#actorEvent(proc, key, generation);
+        return Promise.resolve(RESPONSE);
+      },
+      drop: () => Promise.resolve(),
+      discardAll: () => {},
+      executorOf: () => 0,
+    } as unknown as ExecutorPool;
+    // As src/node.ts; the last argument, whether events may run (the lease is valid), is
+    // passed for an ActorHost that takes it and ignored by one that does not.
+    const Host = ActorHost as unknown as new (...args: unknown[]) => ActorHost;
+    proc.host = new Host(
+      pool,
+      holds,
+      { maxQueuedEvents: 128, maxResidentActors: 10_000, idleMs: this.#swarm.idleMs },
+      clock,
+      log,
+      () => !proc.plane || proc.plane.valid(),
+    );
+    node.current = proc;
+    this.#procs.add(proc);
+    this.#byToken.set(token, proc);
+    this.#stats.starts++;
+    this.#log(proc.name, `starts (process ${token})`);
+    let plane: ClusterPlane;
+    try {
+      plane = await ClusterPlane.start({
+        bucket: proc.bucket,
+        clock,
+        log,
+        nodeId: node.id,
+        processToken: token,
+        timing: this.#timing,
+        address: `http://${node.id}.sim:8080`,
+        version: VERSION,
+        ownership: proc.ownership,
+        holdsHere: (actor) => proc.host.holds(actor),
+        onLeaseChange: (valid) => this.#leaseChange(proc, valid),
+        onLeaseLost: (reason) => this.#leaseLost(proc, reason),
+      });
+    } catch (e) {
+      if (proc.dead || proc.state !== "starting") return;
+      if (e instanceof NodeIdInUse) {
+        this.#stats.idInUse++;
+        this.#log(proc.name, `refused to start: node id in use`);
+        this.#exit(proc);
+        // An older process of the node that came back from a freeze still runs: it is the node.
+        const older = this.#alive(node);
+        if (older) node.current = older;
+        else this.#scheduleRestart(node, between(this.#chaos, 1_000, 10_000));
+        return;
+      }
+      this.#fail("start-failed", `${proc.name} could not start: ${describe(e)}`);
+      return;
+    }
+    if (proc.state !== "starting") return;
+    proc.plane = plane;
+    proc.state = "serving";
+    if (!proc.paused && node.net.partition() === undefined) proc.readySince = this.#sched.now;
+    this.#log(proc.name, `serving (lease ${plane.valid() ? "valid" : "not valid"})`);
+  }
+
+  #canTakeFrom(proc: SimProcess, record: OwnerRecord): boolean {
+    const plane = proc.plane;
+    if (!plane) return false;
+    // The broken variant: an actor is free once its holder is not live in this view.
+    if (this.#variant?.takeRule === "not-live") return !plane.membership.isLive(record.node);
+    // As src/node.ts: ClusterPlane.canTakeFrom.
+    return plane.canTakeFrom(record);
+  }
+
+  #leaseChange(proc: SimProcess, valid: boolean): void {
+    this.#log(proc.name, valid ? "lease valid" : "lease not valid");
+    if (valid) return;
+    if (proc.state === "serving") this.#stats.leaseExpiries++;
+    // As src/node.ts: every actor dropped at once, unless the node is stopping.
+    if (proc.state !== "stopping") proc.host.dropAll();
+  }
+
+  #leaseLost(proc: SimProcess, reason: NodeLeaseLost): void {
+    this.#stats.leasesLost++;
+    this.#log(proc.name, `lease lost (${reason.kind}): stops`);
+    proc.host.dropAll();
+    void this.#stop(proc, "lost");
+  }
+
+  /** A clean stop as src/node.ts makes it, or the stop after a lost lease. */
+  async #stop(proc: SimProcess, why: "stop" | "lost"): Promise<void> {
+    if (proc.dead || proc.state === "stopping" || proc.state === "exited") return;
+    const plane = proc.plane;
+    proc.state = "stopping";
+    proc.readySince = undefined;
+    if (!plane) {
+      this.#exit(proc);
+      this.#scheduleRestart(proc.node, between(this.#chaos, 1_000, 10_000));
+      return;
+    }
+    await proc.host.drain(10_000);
+    if (plane.valid()) await proc.host.releaseAll();
+    proc.ownership.close();
+    await plane.stop();
+    this.#log(proc.name, `stopped (${why})`);
+    this.#exit(proc);
+    this.#scheduleRestart(
+      proc.node,
+      why === "lost" ? between(this.#chaos, 1_000, 10_000) : between(this.#chaos, 1_000, 20_000),
+    );
+  }
+
+  #exit(proc: SimProcess): void {
+    proc.dead = true;
+    proc.state = "exited";
+    proc.readySince = undefined;
+    this.#procs.delete(proc);
+    this.#deaths.set(proc.token, proc);
+  }
+
+  #scheduleRestart(node: SimNode, delayMs: number): void {
+    if (node.restart || node.retired) return;
+    node.restart = this.#sched.after(delayMs, () => {
+      node.restart = undefined;
+      const older = this.#alive(node);
+      if (older && !older.paused) node.current = older;
+      else void this.#start(node);
+    });
+  }
+
+  #logger(proc: SimProcess): Logger {
+    return createLogger({
+      level: "info",
+      // Drop the wall-clock stamp: the trace has true time.
+      sink: (line) => this.#log(proc.name, line.slice(line.indexOf(" ") + 1)),
+      now: () => proc.clock.now(),
+    });
+  }
+
+  // ----------------------------------------------------------------- chaos
+
+  #chaosStep(): void {
+    if (this.#quiet || this.#violation) return;
+    this.#sched.after(this.#exp(this.#swarm.chaosGapMs), () => this.#chaosStep());
+    const f = this.#swarm.faults;
+    const actions = (Object.keys(f) as (keyof Swarm["faults"])[]).filter((k) =>
+      f[k] && k !== "retire"
+    );
+    if (actions.length === 0) return;
+    const action = actions[Math.floor(this.#chaos.next() * actions.length)];
+    const node = this.#nodes[Math.floor(this.#chaos.next() * this.#nodes.length)];
+    const proc = node.current;
+    const r = this.#chaos;
+    switch (action) {
+      case "crash":
+        if (proc && !proc.dead) this.#crash(proc, between(r, 200, 30_000));
+        break;
+      case "stop":
+        if (proc && proc.state === "serving" && !proc.paused) {
+          this.#stats.stops++;
+          this.#log(proc.name, "stop requested (SIGTERM)");
+          void this.#stop(proc, "stop");
+        }
+        break;
+      case "pause": {
+        if (!proc || proc.dead || proc.paused) break;
+        const u = r.next();
+        const ms = u < 0.4
+          ? between(r, 50, 4_000)
+          : u < 0.7
+          ? between(r, 6_000, 14_000)
+          : between(r, 15_000, 45_000);
+        this.#pause(proc, ms);
+        break;
+      }
+      case "zombie":
+        if (!proc || proc.dead || proc.paused || proc.state !== "serving") break;
+        // The machine is frozen, and a second process is started with its id meanwhile.
+        this.#stats.zombies++;
+        this.#pause(proc, between(r, 20_000, 60_000));
+        this.#log(proc.name, "frozen; a new process of the node will start beside it");
+        this.#sched.after(between(r, 500, 5_000), () => void this.#start(node));
+        break;
+      case "partition": {
+        const ms = between(r, 500, 25_000);
+        node.partitionUntil = Math.max(node.partitionUntil, this.#sched.now + ms);
+        node.partitionMode = r.next() < 0.5 ? "refuse" : "silent";
+        this.#stats.partitions++;
+        this.#log(
+          "sim",
+          `node ${node.id} cut off from the bucket for ${
+            (ms / 1000).toFixed(1)
+          } s (${node.partitionMode})`,
+        );
+        for (const p of this.#procs) if (p.node === node) p.readySince = undefined;
+        this.#sched.at(node.partitionUntil, () => this.#partitionEnds(node));
+        break;
+      }
+      case "storm":
+        this.#beginStorm(between(r, 5_000, 40_000));
+        break;
+      case "outage": {
+        const ms = between(r, 500, 30_000);
+        this.#outages.push({ from: this.#sched.now, until: this.#sched.now + ms });
+        this.#stats.outages++;
+        this.#log("sim", `bucket outage for ${(ms / 1000).toFixed(1)} s`);
+        break;
+      }
+    }
+  }
+
+  #crash(proc: SimProcess, restartAfterMs: number): void {
+    this.#stats.crashes++;
+    this.#log(proc.name, `crashes (restart in ${(restartAfterMs / 1000).toFixed(1)} s)`);
+    this.#exit(proc);
+    if (proc.node.current === proc) this.#scheduleRestart(proc.node, restartAfterMs);
+  }
+
+  #pause(proc: SimProcess, ms: number): void {
+    this.#stats.pauses++;
+    proc.paused = true;
+    proc.readySince = undefined;
+    this.#deaths.set(proc.token, proc);
+    this.#log(proc.name, `paused for ${(ms / 1000).toFixed(1)} s`);
+    this.#sched.after(ms, () => this.#resume(proc));
+  }
+
+  #resume(proc: SimProcess): void {
+    if (proc.dead || !proc.paused) return;
+    proc.paused = false;
+    this.#deaths.delete(proc.token);
+    this.#log(proc.name, "resumes");
+    if (proc.state === "serving" && proc.node.net.partition() === undefined) {
+      proc.readySince = this.#sched.now;
+    }
+    this.#sched.resume(proc);
+  }
+
+  #partitionEnds(node: SimNode): void {
+    if (this.#sched.now < node.partitionUntil) return;
+    this.#log("sim", `node ${node.id} reaches the bucket again`);
+    for (const p of this.#procs) {
+      if (p.node === node && p.state === "serving" && !p.paused) p.readySince = this.#sched.now;
+    }
+  }
+
+  #beginStorm(ms: number): void {
+    const r = this.#chaos;
+    const until = this.#sched.now + ms;
+    if (this.#storm) {
+      this.#storm.until = Math.max(this.#storm.until, until);
+    } else {
+      const answerMaxMs = between(r, 50, 1_500);
+      this.#storm = { until, answerMaxMs };
+      const faults: MemoryFaults = {
+        latencyMs: { min: 0.5, max: between(r, 20, 800) },
+        errorRate: between(r, 0, 0.25),
+        timeoutRate: r.next() < 0.5 ? between(r, 0, 0.04) : 0,
+        lostAnswerRate: between(r, 0, 0.2),
+        listDelayMs: r.next() < 0.4 ? between(r, 0, 4_000) : 0,
+        outages: this.#outages,
+      };
+      this.#store.faults = faults;
+      this.#stats.storms++;
+      this.#log("sim", `bucket storm: ${JSON.stringify({ ...faults, outages: undefined })}`);
+    }
+    this.#sched.at(until, () => this.#endStorm());
+  }
+
+  #endStorm(): void {
+    if (!this.#storm || this.#sched.now < this.#storm.until) return;
+    this.#storm = undefined;
+    this.#store.faults = this.#calmFaults;
+    this.#lastStormEnd = this.#sched.now;
+    this.#log("sim", "bucket calm again");
+  }
+
+  /** No new faults: the weather clears, frozen processes resume, every node comes back. */
+  #beginQuiet(): void {
+    this.#quiet = true;
+    this.#log("sim", "quiet phase: no more faults; every node comes back");
+    if (this.#swarm.faults.retire) {
+      const node = this.#nodes[Math.floor(this.#chaos.next() * this.#nodes.length)];
+      node.retired = true;
+      if (node.restart) this.#sched.cancel(node.restart);
+      node.restart = undefined;
+      this.#log("sim", `node ${node.id} leaves the cluster for good`);
+      for (const proc of [...this.#procs]) if (proc.node === node) this.#exit(proc);
+    }
+    if (this.#storm) {
+      this.#storm.until = this.#sched.now;
+      this.#endStorm();
+    }
+    for (const w of this.#outages) w.until = Math.min(w.until, this.#sched.now);
+    for (const node of this.#nodes) {
+      if (node.partitionUntil > this.#sched.now) {
+        node.partitionUntil = this.#sched.now;
+        this.#partitionEnds(node);
+      }
+    }
+    for (const proc of [...this.#procs]) if (proc.paused) this.#resume(proc);
+    for (const node of this.#nodes) {
+      if (!node.retired && (!node.current || node.current.dead)) {
+        if (node.restart) this.#sched.cancel(node.restart);
+        node.restart = undefined;
+        const older = this.#alive(node);
+        if (older) node.current = older;
+        else void this.#start(node);
+      }
+    }
+  }
+
+  // --------------------------------------------------------------- clients
+
+  #clientStep(): void {
+    if (this.#violation) return;
+    if (this.#sched.now < this.#quietAt + QUIET_MS / 2) {
+      this.#sched.after(
+        this.#exp(1000 / this.#swarm.clientRate, this.#clients),
+        () => this.#clientStep(),
+      );
+    }
+    const c = this.#clients;
+    const actor = this.#actors[Math.floor(c.next() * this.#actors.length)];
+    const node = this.#nodes[Math.floor(c.next() * this.#nodes.length)];
+    this.#request(node, actor, false, between(c, 0.2, 2));
+  }
+
+  /** A client request for `actor` sent to `node`; resolves to whether it was served. */
+  #request(
+    node: SimNode,
+    actor: { key: ActorKey; id: string; short: string },
+    forwarded: boolean,
+    networkMs: number,
+  ): Promise<boolean> {
+    this.#stats.requests++;
+    const proc = node.current;
+    if (!proc || proc.dead || proc.state !== "serving") {
+      this.#stats.refused++;
+      return Promise.resolve(false);
+    }
+    return new Promise((resolve) => {
+      this.#sched.after(networkMs, () => {
+        this.#handle(proc, actor, forwarded).then(resolve, (e) => {
+          this.#fail("request-threw", `a request to ${proc.name} threw: ${describe(e)}`);
+          resolve(false);
+        });
+      }, proc);
+    });
+  }
+
+  /** What src/node.ts does with a request, up to the forwarding (recorded, not simulated). */
+  async #handle(
+    proc: SimProcess,
+    actor: { key: ActorKey; id: string; short: string },
+    forwarded: boolean,
+  ): Promise<boolean> {
+    const plane = proc.plane;
+    const tag = `${forwarded ? "forwarded " : ""}${actor.short}`;
+    if (proc.state !== "serving" || !plane) {
+      this.#stats.refused++;
+      return false;
+    }
+    if (!plane.valid()) {
+      this.#stats.unavailable++;
+      this.#log(proc.name, `${tag}: 503, lease not valid`);
+      return false;
+    }
+    let where;
+    try {
+      where = await plane.route(actor.key, forwarded);
+    } catch (e) {
+      this.#stats.unavailable++;
+      this.#log(proc.name, `${tag}: 503, record not read (${describe(e)})`);
+      return false;
+    }
+    if (where.kind === "local") {
+      const outcome = await proc.host.dispatch(actor.key, REQUEST);
+      if (outcome.kind === "response") {
+        this.#stats.served++;
+        return true;
+      }
+      this.#stats.unavailable++;
+      this.#log(proc.name, `${tag}: ${outcome.status} ${outcome.message}`);
+      return false;
+    }
+    if (where.kind === "forward") {
+      this.#stats.forwarded++;
+      this.#log(proc.name, `${tag}: would forward to ${where.node}`);
+      return false;
+    }
+    this.#stats.unavailable++;
+    this.#log(proc.name, `${tag}: 503 (${where.message})`);
+    return false;
+  }
+
+  /**
+   * After the quiet phase: every actor must be served, by the node asked or
+   * by the node it forwards to, within 30 s of asking once a second.
+   */
+  async #finalProbe(): Promise<void> {
+    this.#log("sim", "final check: every actor must be served");
+    const pending = new Map(this.#actors.map((a) => [a.id, a]));
+    const last = new Map<string, string>();
+    for (let round = 0; round < 30 && pending.size > 0 && !this.#violation; round++) {
+      let i = 0;
+      for (const actor of pending.values()) {
+        const node = this.#nodes[(round + i++) % this.#nodes.length];
+        void this.#request(node, actor, false, 1).then(async (served) => {
+          if (served) return pending.delete(actor.id);
+          const holder = this.#records.get(`owners/${actor.id}`);
+          last.set(actor.id, `asked ${node.id}; record ${describeRecord(holder)}`);
+          const target = holder && holder.state === "held"
+            ? this.#nodes.find((n) => n.id === holder.node)
+            : undefined;
+          if (target && target !== node && await this.#request(target, actor, true, 1)) {
+            pending.delete(actor.id);
+          }
+        });
+      }
+      await this.#sched.runUntil(this.#sched.now + 1000, () => this.#check());
+    }
+    if (pending.size > 0 && !this.#violation) {
+      const which = [...pending.values()].map((a) => `${a.short} (${last.get(a.id) ?? "?"})`);
+      const message = `not served 30 s into the final check: ${which.join(", ")}`;
+      // Held by a process its node has replaced, the replacement gone too (sim/known.ts).
+      const replaced = [...pending.values()].every((a) => {
+        const record = this.#records.get(`owners/${a.id}`);
+        const heartbeat = record && this.#heartbeatIn(record.node);
+        const node = record && this.#nodes.find((n) => n.id === record.node);
+        return record?.state === "held" && heartbeat !== undefined && node !== undefined &&
+          heartbeat.process !== record.process && heartbeat.lease !== "live" &&
+          this.#alive(node) === undefined;
+      });
+      if (replaced) this.#known("record-of-replaced-process", message);
+      else this.#fail("not-served-at-end", message);
+    }
+  }
+
+  // ------------------------------------------------------------ invariants
+
+  /**
+   * A violation of an invariant the real code is known to break (sim/known.ts):
+   * counted and traced, and the run goes on, unless `strict`.
+   */
+  #known(kind: string, message: string): void {
+    if (this.#options.strict) return this.#fail(kind, message);
+    const seen = this.#known_.get(kind);
+    if (seen) seen.count++;
+    else {this.#known_.set(kind, {
+        count: 1,
+        first: { kind, message, at: this.#sched.now - EPOCH },
+      });}
+    this.#log("sim", `KNOWN ${kind}: ${message}`);
+  }
+
+  #fail(kind: string, message: string): void {
+    if (this.#violation) return;
+    this.#violation = { kind, message, at: this.#sched.now - EPOCH };
+    this.#log("sim", `VIOLATION ${kind}: ${message}`);
+    this.#sched.stop();
+  }
+
+  /** After every event: one holder per actor; dead nodes' actors freed in time. */
+  #check(): void {
+    if (this.#violation) return;
+    for (const actor of this.#actors) {
+      let first: [SimProcess, Hold] | undefined;
+      for (const proc of this.#procs) {
+        const hold = proc.belief(actor.key, actor.id);
+        if (!hold) continue;
+        if (!first) {
+          first = [proc, hold];
+          continue;
+        }
+        const message = `${first[0].name} (gen ${first[1].generation}) and ${proc.name} ` +
+          `(gen ${hold.generation}) both hold ${actor.short} with a valid lease`;
+        const known = this.#suspectBetween(actor.id, first[1].generation, hold.generation);
+        if (known) {
+          const pair = `${actor.id} ${first[1].generation} ${hold.generation}`;
+          if (!this.#reported.has(pair)) {
+            this.#reported.add(pair);
+            this.#known(known, message);
+          }
+          continue;
+        }
+        this.#fail("two-holders", message);
+        return;
+      }
+    }
+    this.#checkDeaths();
+  }
+
+  /** An actor event runs: its node's lease is valid, and no other node holds the actor. */
+  #actorEvent(proc: SimProcess, key: ActorKey, generation: number): void {
+    this.#stats.actorEvents++;
+    const id = actorKeyString(key);
+    const holds = proc.holds.get(id);
+    const own = proc.host.holds(key) ? holds?.[holds.length - 1] : undefined;
+    if (!proc.plane?.valid()) {
+      this.#fail(
+        "event-outside-lease",
+        `${proc.name} runs an event of ${short(key)} (gen ${generation}) while its lease is ` +
+          `not valid${own ? "" : " (and it does not hold the actor)"}`,
+      );
+      return;
+    }
+    for (const other of this.#procs) {
+      if (other === proc) continue;
+      const hold = other.belief(key, id);
+      if (hold) {
+        const message = `${proc.name} runs an event of ${short(key)} (gen ${generation}) while ` +
+          `${other.name} holds it (gen ${hold.generation}) with a valid lease`;
+        const known = this.#suspectBetween(id, BigInt(generation), hold.generation);
+        if (known) {
+          this.#known(known, message);
+          return;
+        }
+        this.#fail(
+          "event-while-other-holds",
+          `${proc.name} runs an event of ${short(key)} (gen ${generation}) while ${other.name} ` +
+            `holds it (gen ${hold.generation}) with a valid lease`,
+        );
+        return;
+      }
+    }
+  }
+
+  #suspect(id: string, generation: bigint, kind: string): void {
+    const list = this.#suspectTakes.get(id) ?? [];
+    list.push({ generation, kind });
+    this.#suspectTakes.set(id, list);
+  }
+
+  /**
+   * The known bug whose take superseded the older of two holds without its holder
+   * knowing: a suspect take above the older generation and up to the newer one (the
+   * newer hold may descend from it).
+   */
+  #suspectBetween(id: string, a: bigint, b: bigint): string | undefined {
+    const [low, high] = a < b ? [a, b] : [b, a];
+    return (this.#suspectTakes.get(id) ?? []).find((t) =>
+      t.generation > low && t.generation <= high
+    )?.kind;
+  }
+
+  /**
+   * A dead (crashed, exited or paused) process whose heartbeat is still live
+   * in the bucket must be fenced (or replaced by a new process of its node)
+   * within the spec's bound of its last write, counted from when the bucket
+   * was reachable for another node with a settled lease.
+   */
+  #checkDeaths(): void {
+    const now = this.#sched.now;
+    for (const [token, proc] of this.#deaths) {
+      const current = this.#heartbeatIn(proc.node.id);
+      if (!current || current.process !== token || current.lease !== "live") {
+        this.#deaths.delete(token);
+        continue;
+      }
+      const lastWrite = this.#lastLiveWrite.get(token);
+      if (lastWrite === undefined) continue;
+      const reachable = this.#reachableSince(proc.node);
+      if (reachable === undefined) continue;
+      const due = Math.max(lastWrite, reachable) + this.#bound;
+      if (now > due) {
+        this.#fail(
+          "dead-node-not-fenced",
+          `${proc.name} is ${proc.paused ? "paused" : "dead"}; its last write landed ${
+            ((now - lastWrite) / 1000).toFixed(1)
+          } s ago and the bucket was reachable for ${((now - reachable) / 1000).toFixed(1)} s, ` +
+            `but its heartbeat is still live (bound ${(this.#bound / 1000).toFixed(1)} s)`,
+        );
+        return;
+      }
+    }
+  }
+
+  /**
+   * True time since which the bucket has had no storm or outage and some
+   * process of another node has served without a pause or partition;
+   * undefined when that is not so now.
+   */
+  #reachableSince(except: SimNode): number | undefined {
+    const now = this.#sched.now;
+    if (this.#storm) return undefined;
+    let calm = this.#lastStormEnd;
+    for (const w of this.#outages) {
+      if (w.from <= now && now < w.until) return undefined;
+      if (w.until <= now) calm = Math.max(calm, w.until);
+    }
+    let ready: number | undefined;
+    for (const proc of this.#procs) {
+      if (proc.node === except || proc.readySince === undefined) continue;
+      ready = ready === undefined ? proc.readySince : Math.min(ready, proc.readySince);
+    }
+    return ready === undefined ? undefined : Math.max(calm, ready);
+  }
+
+  #heartbeatIn(nodeId: string): Heartbeat | undefined {
+    const body = this.#store.shadow.get(nodeKey(nodeId));
+    if (!body) return undefined;
+    try {
+      return decodeHeartbeat(body, nodeKey(nodeId));
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Every write the bucket applied. */
+  #applied(key: string, body: Uint8Array | null, writer: string): void {
+    if (key.startsWith("nodes/")) this.#heartbeatWritten(key, body, writer);
+    else if (key.startsWith("owners/")) this.#recordWritten(key, body, writer);
+  }
+
+  #heartbeatWritten(key: string, body: Uint8Array | null, writer: string): void {
+    if (!body) {
+      this.#log(writer, `${key} deleted`);
+      return;
+    }
+    let heartbeat: Heartbeat;
+    try {
+      heartbeat = decodeHeartbeat(body, key);
+    } catch {
+      return;
+    }
+    const token = heartbeat.process;
+    const proc = this.#byToken.get(token);
+    const now = this.#sched.now;
+    if (heartbeat.lease === "fenced") {
+      this.#stats.fences++;
+      this.#fenced.add(token);
+      const lastWrite = this.#lastLiveWrite.get(token);
+      const age = lastWrite === undefined ? NaN : now - lastWrite;
+      this.#log(
+        writer,
+        `${key} fenced (process ${proc?.name ?? token}, last write ${
+          (age / 1000).toFixed(1)
+        } s ago)`,
+      );
+      if (proc && (proc.dead || proc.paused) && lastWrite !== undefined) {
+        this.#stats.takeoverDelays.push(age);
+        const reachable = this.#reachableSince(proc.node);
+        if (reachable !== undefined && reachable <= lastWrite) {
+          this.#stats.calmTakeoverDelays.push(age);
+        }
+      }
+      if (proc && !proc.dead && proc.plane?.valid()) {
+        this.#fail(
+          "fenced-while-valid",
+          `${writer} fenced ${proc.name} while its lease was valid (last write ${
+            (age / 1000).toFixed(3)
+          } s ago)`,
+        );
+        return;
+      }
+      const window = this.#timing.fenceAfterMs + this.#timing.watchMs + this.#timing.periodMs +
+        this.#timing.skewMs;
+      if (
+        proc && !proc.dead && proc.readySince !== undefined && proc.readySince <= now - window &&
+        !this.#storm && this.#lastStormEnd <= now - window
+      ) {
+        this.#fail(
+          "fenced-healthy-node",
+          `${writer} fenced ${proc.name}, which served without a pause or partition for ${
+            ((now - proc.readySince) / 1000).toFixed(1)
+          } s with no bucket storm (only outages, which every node saw)`,
+        );
+      }
+      return;
+    }
+    if (this.#fenced.has(token)) {
+      this.#fail(
+        "heartbeat-after-fence",
+        `${writer} wrote its heartbeat (${heartbeat.lease}) after it was fenced`,
+      );
+      return;
+    }
+    if (heartbeat.lease === "live") this.#lastLiveWrite.set(token, now);
+    else this.#log(writer, `${key} released`);
+  }
+
+  #recordWritten(key: string, body: Uint8Array | null, writer: string): void {
+    if (!body) {
+      this.#fail("record-deleted", `${writer} deleted ${key}`);
+      return;
+    }
+    let record: OwnerRecord;
+    try {
+      record = decodeOwnerRecord(body, key);
+    } catch (e) {
+      this.#fail(
+        "record-malformed",
+        `${writer} wrote a record that cannot be read: ${describe(e)}`,
+      );
+      return;
+    }
+    const before = this.#records.get(key);
+    this.#records.set(key, record);
+    const writer_ = this.#byToken.get(record.process);
+    if (record.state === "held" && writer_ && !writer_.plane?.valid()) {
+      // A take written while its process's lease was not valid (sim/known.ts).
+      this.#suspect(key.slice("owners/".length), record.generation, "take-without-lease");
+    }
+    this.#log(writer, `${key.slice(7 + "default/".length)} ← ${describeRecord(record)}`);
+    if (!before) return;
+    if (record.generation < before.generation) {
+      this.#fail(
+        "generation-backwards",
+        `${key} went from generation ${before.generation} to ${record.generation}`,
+      );
+    } else if (record.state === "held" && record.generation === before.generation) {
+      this.#fail(
+        "generation-reused",
+        `${key} held again at generation ${record.generation} (${describeRecord(before)} before)`,
+      );
+    }
+  }
+
+  // ----------------------------------------------------------------- trace
+
+  #log(who: string, message: string): void {
+    const t = ((this.#sched.now - EPOCH) / 1000).toFixed(3).padStart(8);
+    this.#trace.add(`${t} ${who.padEnd(4)} ${message}`);
+  }
+}
+
+function short(key: ActorKey): string {
+  return `${key.class}/${key.name}`;
+}
+
+function describeRecord(record: OwnerRecord | undefined): string {
+  if (!record) return "none";
+  return `${record.node}:${record.process.slice(0, 4)} ${record.state} gen ${record.generation}`;
+}
+
+function describe(e: unknown): string {
+  return e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+}

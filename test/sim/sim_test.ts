@@ -1,0 +1,151 @@
+/**
+ * The cluster simulator (sim/) in `deno task test`: a fixed budget of seeds
+ * of the real code, one test per deliberately broken variant (caught within
+ * its bound), one per known violation of the real code (still shown by its
+ * seed), and the simulator's own guarantees (one seed, one run; no real clock
+ * or randomness; its reading of MemoryBucket's lost answers).
+ *
+ * Longer runs: `deno task sim --seeds 10000` (docs/testing.md).
+ */
+
+import assert from "node:assert/strict";
+import { runSeed, type SimResult } from "../../sim/world.ts";
+import { VARIANTS } from "../../sim/variants.ts";
+import { KNOWN } from "../../sim/known.ts";
+import { formatFailure } from "../../sim/main.ts";
+import { isLostAnswer, ObservedBucket } from "../../sim/bucket.ts";
+import { FakeClock } from "../bucket/fake_clock.ts";
+
+/** Seeds of the real code every `deno task test` runs (300 virtual seconds each). */
+const BUDGET = 60;
+
+Deno.test(`sim: the real code keeps every invariant on seeds 1 to ${BUDGET}`, async () => {
+  const known = new Set<string>();
+  for (let seed = 1; seed <= BUDGET; seed++) {
+    const result = await runSeed({ seed });
+    if (!result.ok) assert.fail(formatFailure(result, {}));
+    for (const kind of Object.keys(result.known)) known.add(kind);
+  }
+  // Every known violation it met is one sim/known.ts explains.
+  for (const kind of known) assert.ok(KNOWN[kind], `unexplained known violation ${kind}`);
+});
+
+Deno.test("sim: one seed is one run, bit for bit", async () => {
+  const digest = (r: SimResult) => JSON.stringify([r.digest, r.stats, r.virtualMs, r.ok]);
+  for (const options of [{ seed: 7 }, { seed: 3, variant: VARIANTS["fence-early"] }]) {
+    const a = await runSeed(options);
+    const b = await runSeed(options);
+    assert.equal(digest(a), digest(b));
+    assert.deepEqual(a.trace, b.trace);
+  }
+  const other = await runSeed({ seed: 8 });
+  assert.notEqual(other.digest, (await runSeed({ seed: 7 })).digest);
+});
+
+Deno.test("sim: a run reads no real clock and draws no Math.random", async () => {
+  const calls: string[] = [];
+  const saved = {
+    dateNow: Date.now,
+    random: Math.random,
+    perfNow: performance.now,
+    setTimeout: globalThis.setTimeout,
+    setInterval: globalThis.setInterval,
+  };
+  const spy = <T extends (...args: never[]) => unknown>(name: string, f: T): T =>
+    ((...args: Parameters<T>) => {
+      calls.push(name);
+      return f(...args);
+    }) as T;
+  Date.now = spy("Date.now", saved.dateNow);
+  Math.random = spy("Math.random", saved.random);
+  performance.now = spy("performance.now", saved.perfNow.bind(performance));
+  globalThis.setTimeout = spy("setTimeout", saved.setTimeout);
+  globalThis.setInterval = spy("setInterval", saved.setInterval);
+  try {
+    await runSeed({ seed: 11 });
+  } finally {
+    Object.assign(Date, { now: saved.dateNow });
+    Math.random = saved.random;
+    performance.now = saved.perfNow;
+    globalThis.setTimeout = saved.setTimeout;
+    globalThis.setInterval = saved.setInterval;
+  }
+  assert.deepEqual(calls, []);
+  // Nor does sim/ name them (comments aside).
+  for await (const entry of Deno.readDir(new URL("../../sim/", import.meta.url))) {
+    if (!entry.name.endsWith(".ts")) continue;
+    const code = (await Deno.readTextFile(new URL(`../../sim/${entry.name}`, import.meta.url)))
+      .replace(/\/\*[\s\S]*?\*\//g, "")
+      .replace(/\/\/.*$/gm, "");
+    assert.doesNotMatch(
+      code,
+      /Date\.now|new Date\(|performance\.now|Math\.random|setTimeout|setInterval|getRandomValues/,
+      entry.name,
+    );
+  }
+});
+
+Deno.test("sim: MemoryBucket's lost answer is the one failure after a write applied", async () => {
+  const clock = new FakeClock();
+  const lost = new ObservedBucket({ clock, seed: 1, faults: { lostAnswerRate: 1 } });
+  const applied: string[] = [];
+  lost.onApplied = (key) => applied.push(key);
+  const error = await lost.put("k", new Uint8Array([1])).catch((e) => e);
+  assert.ok(isLostAnswer(error), String(error));
+  assert.deepEqual(applied, ["k"]);
+  assert.deepEqual(lost.shadow.get("k"), new Uint8Array([1]));
+  assert.equal((await lost.get("k").catch(() => null))?.body[0], 1);
+
+  // Errors and silent calls apply nothing, and are not taken for lost answers.
+  const failing = new ObservedBucket({
+    clock,
+    seed: 1,
+    faults: { errorRate: 0.5, timeoutRate: 0.5 },
+    requestTimeoutMs: 10,
+  });
+  failing.onApplied = (key) => applied.push(key);
+  for (let i = 0; i < 8; i++) {
+    const put = failing.put(`f${i}`, new Uint8Array([2])).catch((e) => e);
+    await clock.runUntilSettled(put);
+    assert.equal(isLostAnswer(await put), false);
+  }
+  assert.deepEqual(applied, ["k"]);
+});
+
+for (const variant of Object.values(VARIANTS)) {
+  Deno.test(
+    `sim: broken variant ${variant.name} is caught within ${variant.bound} seeds`,
+    async () => {
+      for (let seed = 1; seed <= variant.bound; seed++) {
+        const result = await runSeed({ seed, variant, traceLines: 40 });
+        if (result.ok) continue;
+        const v = result.violation!;
+        assert.ok(
+          variant.caughtBy.includes(v.kind),
+          `caught by ${v.kind}, expected one of ${variant.caughtBy.join(", ")}:\n` +
+            formatFailure(result, { variant: variant.name }),
+        );
+        return;
+      }
+      assert.fail(
+        `${variant.name} not caught in seeds 1 to ${variant.bound}: ${variant.description}`,
+      );
+    },
+  );
+}
+
+for (const known of Object.values(KNOWN)) {
+  Deno.test(`sim: known violation ${known.kind} of the real code still shows at seed ${known.seed}`, async () => {
+    const result = await runSeed({ seed: known.seed });
+    assert.ok(result.ok, result.violation && formatFailure(result, {}));
+    assert.ok(
+      result.known[known.kind],
+      `seed ${known.seed} no longer shows ${known.kind}: if the code was fixed, remove it from ` +
+        `sim/known.ts and its classification from sim/world.ts (${known.description})`,
+    );
+    // And --strict turns it into a failure.
+    const strict = await runSeed({ seed: known.seed, strict: true, traceLines: 20 });
+    assert.equal(strict.ok, false);
+    assert.ok(KNOWN[strict.violation!.kind], strict.violation!.kind);
+  });
+}
