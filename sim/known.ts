@@ -8,13 +8,13 @@
  *
  * A violation counts as known only when it can be tied to its cause: two
  * holders of an actor where a take written without a valid lease wrote a
- * generation between theirs; actors left unserved at the end whose records
- * name a process their node has replaced, the replacement gone too.
- * Anything else fails the run.
+ * generation between theirs. Anything else fails the run.
  *
  * Found earlier and fixed in 6e86d15: a take on a view of a replaced process
  * (canTakeFrom), an event sent after dropAll or after the lease ran out, and
- * an older take superseding a newer hold of the same process (ActorHost).
+ * an older take superseding a newer hold of the same process (ActorHost);
+ * fixed in ac3b08a: a record of a replaced process never freed once its node
+ * left (the rule of 6e86d15).
  *
  * @module
  */

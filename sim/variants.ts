@@ -70,7 +70,7 @@ export const VARIANTS: Record<string, Variant> = {
       "(canTakeFrom: !membership.isLive) instead of fenced or released",
     takeRule: "not-live",
     caughtBy: ["two-holders", "event-while-other-holds"],
-    bound: 50,
+    bound: 25,
   },
   "no-watch": {
     name: "no-watch",
@@ -79,7 +79,7 @@ export const VARIANTS: Record<string, Variant> = {
       "came back, so after an outage nodes fence each other before they could renew",
     timing: (t) => ({ ...t, watchMs: 0 }),
     caughtBy: ["fenced-healthy-node"],
-    bound: 25,
+    bound: 30,
   },
   "fence-late": {
     name: "fence-late",
@@ -96,6 +96,6 @@ export const VARIANTS: Record<string, Variant> = {
       "its fence",
     ownHeartbeatPut: ({ signal }) => ({ signal }),
     caughtBy: ["heartbeat-after-fence", "two-holders", "event-while-other-holds"],
-    bound: 10,
+    bound: 15,
   },
 };

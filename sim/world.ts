@@ -948,18 +948,7 @@ class World {
     }
     if (pending.size > 0 && !this.#violation) {
       const which = [...pending.values()].map((a) => `${a.short} (${last.get(a.id) ?? "?"})`);
-      const message = `not served 30 s into the final check: ${which.join(", ")}`;
-      // Held by a process its node has replaced, the replacement gone too (sim/known.ts).
-      const replaced = [...pending.values()].every((a) => {
-        const record = this.#records.get(`owners/${a.id}`);
-        const heartbeat = record && this.#heartbeatIn(record.node);
-        const node = record && this.#nodes.find((n) => n.id === record.node);
-        return record?.state === "held" && heartbeat !== undefined && node !== undefined &&
-          heartbeat.process !== record.process && heartbeat.lease !== "live" &&
-          this.#alive(node) === undefined;
-      });
-      if (replaced) this.#known("record-of-replaced-process", message);
-      else this.#fail("not-served-at-end", message);
+      this.#fail("not-served-at-end", `not served 30 s into the final check: ${which.join(", ")}`);
     }
   }
 
