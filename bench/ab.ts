@@ -13,6 +13,7 @@
 
 import type { LoadSpec } from "./load_gen.ts";
 import {
+  flag,
   ROOT,
   runLoadProcess,
   type ServerProcess,
@@ -20,11 +21,6 @@ import {
   stopAll,
   treeCpuMs,
 } from "./processes.ts";
-
-function flag(name: string): string | undefined {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 ? Deno.args[i + 1] : undefined;
-}
 
 const rounds = Number(flag("rounds") ?? 5);
 const seconds = Number(flag("seconds") ?? 3);

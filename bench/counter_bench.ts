@@ -27,6 +27,10 @@
 import type { LoadResult, LoadSpec } from "./load_gen.ts";
 import { type PartResult, PARTS } from "./memory_parts.ts";
 import {
+  cpuModel,
+  defaultDataRoot,
+  describeTree,
+  flag,
   mapLimit,
   metric,
   ROOT,
@@ -81,19 +85,6 @@ interface MemoryResult {
   /** Processes and threads of the server in the end. */
   processes: number;
   threads: number;
-}
-
-function flag(name: string): string | undefined {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 ? Deno.args[i + 1] : undefined;
-}
-
-function defaultDataRoot(): string | undefined {
-  try {
-    return Deno.statSync("/dev/shm").isDirectory ? "/dev/shm" : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -252,30 +243,6 @@ async function memoryPart(part: PartResult["part"], dir: string): Promise<PartRe
     } KiB)`,
   );
   return result;
-}
-
-function cpuModel(): string {
-  try {
-    return Deno.readTextFileSync("/proc/cpuinfo").match(/^model name\s*:\s*(.*)$/m)?.[1] ??
-      "unknown";
-  } catch {
-    return "unknown";
-  }
-}
-
-/** The commit of a checkout, and whether its code differs from it. */
-function describeTree(root: string): string {
-  const git = (...args: string[]) => {
-    const output = new Deno.Command("git", { args, cwd: root, stdout: "piped", stderr: "null" })
-      .outputSync();
-    return output.success ? new TextDecoder().decode(output.stdout).trim() : undefined;
-  };
-  const commit = git("rev-parse", "--short", "HEAD");
-  if (commit === undefined) return `${root} (not a git checkout)`;
-  const changed = git("status", "--porcelain", "--", "main.ts", "cli", "src") ?? "";
-  const count = changed.split("\n").filter(Boolean).length;
-  return `${root} at ${commit}` +
-    (count > 0 ? ` with ${count} uncommitted change(s) in main.ts, cli/, src/` : " (clean)");
 }
 
 const f0 = (n: number) => n.toFixed(0);

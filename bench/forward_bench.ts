@@ -34,6 +34,10 @@
 
 import type { LoadResult, LoadSpec } from "./load_gen.ts";
 import {
+  cpuModel,
+  defaultDataRoot,
+  describeTree,
+  flag,
   ROOT,
   runLoadProcess,
   type ServerProcess,
@@ -78,19 +82,6 @@ interface RecordReads {
   reads: number;
   wallUsEach: number;
   cpuUsEach: number;
-}
-
-function flag(name: string): string | undefined {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 ? Deno.args[i + 1] : undefined;
-}
-
-function defaultDataRoot(): string | undefined {
-  try {
-    return Deno.statSync("/dev/shm").isDirectory ? "/dev/shm" : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 function log(message: string) {
@@ -265,29 +256,6 @@ async function timeRecordReads(bucketRoot: string): Promise<RecordReads> {
     wallUsEach: wallMs * 1000 / RECORD_READS,
     cpuUsEach: cpuMs * 1000 / RECORD_READS,
   };
-}
-
-function cpuModel(): string {
-  try {
-    return Deno.readTextFileSync("/proc/cpuinfo").match(/^model name\s*:\s*(.*)$/m)?.[1] ??
-      "unknown";
-  } catch {
-    return "unknown";
-  }
-}
-
-function describeTree(root: string): string {
-  const git = (...args: string[]) => {
-    const output = new Deno.Command("git", { args, cwd: root, stdout: "piped", stderr: "null" })
-      .outputSync();
-    return output.success ? new TextDecoder().decode(output.stdout).trim() : undefined;
-  };
-  const commit = git("rev-parse", "--short", "HEAD");
-  if (commit === undefined) return `${root} (not a git checkout)`;
-  const changed = git("status", "--porcelain", "--", "main.ts", "cli", "src") ?? "";
-  const count = changed.split("\n").filter(Boolean).length;
-  return `${root} at ${commit}` +
-    (count > 0 ? ` with ${count} uncommitted change(s) in main.ts, cli/, src/` : " (clean)");
 }
 
 function median(values: number[]): number {

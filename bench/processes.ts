@@ -233,3 +233,43 @@ export function treeCpuMs(pid: number): { selfMs: number; childrenMs: number } {
   const [self, ...children] = processTree(pid);
   return { selfMs: cpu(self), childrenMs: children.reduce((sum, p) => sum + cpu(p), 0) };
 }
+
+/** The value after `--NAME` on the command line, if any. */
+export function flag(name: string): string | undefined {
+  const i = Deno.args.indexOf(`--${name}`);
+  return i >= 0 ? Deno.args[i + 1] : undefined;
+}
+
+/** `/dev/shm` where there is one: data on tmpfs keeps the disk's fsyncs out of the numbers. */
+export function defaultDataRoot(): string | undefined {
+  try {
+    return Deno.statSync("/dev/shm").isDirectory ? "/dev/shm" : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The CPU's model name, for the reports. */
+export function cpuModel(): string {
+  try {
+    return Deno.readTextFileSync("/proc/cpuinfo").match(/^model name\s*:\s*(.*)$/m)?.[1] ??
+      "unknown";
+  } catch {
+    return "unknown";
+  }
+}
+
+/** The commit of a checkout, and whether its code differs from it. */
+export function describeTree(root: string): string {
+  const git = (...args: string[]) => {
+    const output = new Deno.Command("git", { args, cwd: root, stdout: "piped", stderr: "null" })
+      .outputSync();
+    return output.success ? new TextDecoder().decode(output.stdout).trim() : undefined;
+  };
+  const commit = git("rev-parse", "--short", "HEAD");
+  if (commit === undefined) return `${root} (not a git checkout)`;
+  const changed = git("status", "--porcelain", "--", "main.ts", "cli", "src") ?? "";
+  const count = changed.split("\n").filter(Boolean).length;
+  return `${root} at ${commit}` +
+    (count > 0 ? ` with ${count} uncommitted change(s) in main.ts, cli/, src/` : " (clean)");
+}

@@ -65,13 +65,9 @@ import { encodeLtx, type LtxPage } from "../src/ltx/encoder.ts";
 import { decodeLtx } from "../src/ltx/decoder.ts";
 import { applyLtx } from "../src/ltx/apply.ts";
 import { PageChecksums } from "../src/replication/page_checksums.ts";
+import { cpuModel, defaultDataRoot, flag } from "./processes.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
-
-function flag(name: string): string | undefined {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 ? Deno.args[i + 1] : undefined;
-}
 
 const EVENTS = Math.max(1, Number(flag("events") ?? 2000));
 const ROUNDS = Math.max(1, Number(flag("rounds") ?? 1));
@@ -102,14 +98,6 @@ const COUNTER_INCREMENT =
 
 function log(message: string) {
   console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}`);
-}
-
-function defaultDataRoot(): string | undefined {
-  try {
-    return Deno.statSync("/dev/shm").isDirectory ? "/dev/shm" : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 const median = (values: number[]) => {
@@ -913,15 +901,6 @@ function parts(dir: string): PartResult[] {
 
 // ---------------------------------------------------------------------------
 // Report.
-
-function cpuModel(): string {
-  try {
-    return Deno.readTextFileSync("/proc/cpuinfo").match(/^model name\s*:\s*(.*)$/m)?.[1] ??
-      "unknown";
-  } catch {
-    return "unknown";
-  }
-}
 
 function describeTree(): string {
   const git = (...args: string[]) => {
