@@ -269,6 +269,7 @@ export class WasmKeepNode {
               });
               return true;
             },
+            mayWrite: () => !plane.current || plane.current.valid(),
           }),
         release: (hold) => ownership.release(hold as Hold),
         stillHolds: (hold) => ownership.stillHolds(hold as Hold),

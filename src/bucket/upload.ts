@@ -25,6 +25,12 @@ export interface UploadOptions extends PutOptions {
   maxAttempts?: number;
   /** Caps each attempt's time (a periodic snapshot's 10 s). */
   maxAttemptMs?: number;
+  /**
+   * Called right before each attempt's put, in the same turn: throwing stops
+   * the upload with that error (an ownership take whose node's lease ran out
+   * while it waited must not write).
+   */
+  beforeAttempt?: () => void;
 }
 
 /** The time limits of uploading `size` bytes. */
@@ -81,8 +87,13 @@ export async function uploadWithAttempts(
   options: UploadOptions,
   clock: Clock,
 ): Promise<{ etag: string }> {
-  const { maxAttempts = UPLOAD_MAX_ATTEMPTS, maxAttemptMs = Infinity, signal, ...conditions } =
-    options;
+  const {
+    maxAttempts = UPLOAD_MAX_ATTEMPTS,
+    maxAttemptMs = Infinity,
+    beforeAttempt,
+    signal,
+    ...conditions
+  } = options;
   const bounds = uploadBounds(body.length);
   const startedAt = clock.monotonic();
   let mayHaveLanded = false;
@@ -93,6 +104,7 @@ export async function uploadWithAttempts(
     const attemptMs = Math.min(bounds.firstAttemptMs * 2 ** (attempt - 1), maxAttemptMs, remaining);
     const limit = deadline(clock, attemptMs, `upload ${key} (attempt ${attempt})`, signal);
     try {
+      beforeAttempt?.();
       return await bucket.put(key, body, { ...conditions, signal: limit.signal });
     } catch (e) {
       signal?.throwIfAborted();

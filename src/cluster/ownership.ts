@@ -311,6 +311,34 @@ export interface TakeOptions {
   canTakeFrom: (record: OwnerRecord) => boolean | Promise<boolean>;
   /** Abandons the take: it rejects with the signal's reason. */
   signal?: AbortSignal;
+  /**
+   * Asked right before each write of the record: false abandons the take
+   * with `TakeNotAllowed`. A cluster node answers whether its lease is
+   * valid, so a process that paused with a take in flight, and was replaced
+   * meanwhile by a new process of its node id, does not supersede the new
+   * process's hold when it resumes.
+   */
+  mayWrite?: () => boolean;
+}
+
+/**
+ * A take abandoned before its write because `TakeOptions.mayWrite` said no.
+ *
+ * @example
+ * ```ts
+ * import { TakeNotAllowed } from "./ownership.ts";
+ * const e = new TakeNotAllowed("owners/t/c/n");
+ * console.log(e.name); // "TakeNotAllowed"
+ * ```
+ */
+export class TakeNotAllowed extends Error {
+  override name = "TakeNotAllowed";
+  /** @param key The record the take would have written. */
+  constructor(key: string) {
+    super(
+      `${key}: not taken: this node may not write ownership records now (its lease is not valid)`,
+    );
+  }
 }
 
 /** A release that did not land, waiting for its next background try. */
@@ -445,7 +473,12 @@ export class OwnershipRecords {
   }
 
   async #take(key: string, actor: ActorId, options: TakeOptions): Promise<Hold> {
-    const { canTakeFrom, signal } = options;
+    const { canTakeFrom, signal, mayWrite } = options;
+    const beforeAttempt = mayWrite
+      ? () => {
+        if (!mayWrite()) throw new TakeNotAllowed(key);
+      }
+      : undefined;
     let lastRecord: OwnerRecord | undefined;
     for (let races = 0;; races++) {
       signal?.throwIfAborted();
@@ -479,7 +512,7 @@ export class OwnershipRecords {
           this.#bucket,
           key,
           body,
-          { ...conditions, signal },
+          { ...conditions, signal, beforeAttempt },
           this.#clock,
         );
         return { actor, generation, etag, takenAt: at };

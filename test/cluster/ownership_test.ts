@@ -17,6 +17,7 @@ import {
   type OwnerRecord,
   OwnershipRecords,
   TAKE_MAX_RACES,
+  TakeNotAllowed,
 } from "../../src/cluster/ownership.ts";
 
 const actor: ActorId = { tenant: "acme", class: "room", name: "lobby" };
@@ -230,6 +231,26 @@ Deno.test("ownership: a take gives up after TAKE_MAX_RACES lost races, naming th
   assert.equal(error.node, "c");
   assert.equal(error.generation, BigInt(TAKE_MAX_RACES));
   assert.equal(bucket.puts, TAKE_MAX_RACES);
+});
+
+Deno.test("ownership: a take whose mayWrite says no writes nothing, even on a record of its own node", async () => {
+  const clock = new FakeClock();
+  const bucket = new MemoryBucket({ clock });
+  const paused = recordsOf(bucket, clock, "a", "p1");
+  const replacement = recordsOf(bucket, clock, "a", "p2");
+  const hold = await replacement.take(actor, { canTakeFrom: never });
+  // The paused process resumes with its lease run out: the record names its
+  // node, so only mayWrite stands between it and the replacement's hold.
+  let asked = 0;
+  await assert.rejects(
+    paused.take(actor, { canTakeFrom: never, mayWrite: () => (asked++, false) }),
+    (e: Error) => e instanceof TakeNotAllowed && /lease is not valid/.test(e.message),
+  );
+  assert.equal(asked, 1);
+  assert.equal((await stored(bucket))?.process, "p2");
+  assert.equal(await replacement.stillHolds(hold), true);
+  const again = await paused.take(actor, { canTakeFrom: never, mayWrite: () => true });
+  assert.equal(again.generation, hold.generation + 1n);
 });
 
 Deno.test("ownership: a take whose answer was lost still returns its hold", async () => {
