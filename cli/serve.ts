@@ -33,6 +33,14 @@ const SERVE_FLAGS: FlagSpec[] = [
     description: "NAME=VALUE lines config.get returns to CLASS",
   },
   {
+    name: "access",
+    kind: "string",
+    multiple: true,
+    value: "CLASS=RULE",
+    description: "who reaches CLASS: open (anyone) or internal (only actors, with actors.call)",
+    defaultText: "open",
+  },
+  {
     name: "data-dir",
     kind: "string",
     value: "DIR",
@@ -264,6 +272,25 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
     throw new UsageError(
       "serve needs at least one actor class: --actor CLASS=PATH (e.g. --actor counter=examples/counter/counter.wasm)",
     );
+  }
+  for (const value of (flags.access as string[] | undefined) ?? []) {
+    const eq = value.indexOf("=");
+    const className = eq > 0 ? value.slice(0, eq) : "";
+    const rule = value.slice(eq + 1);
+    const actor = actors.get(className);
+    if (!actor) {
+      throw new UsageError(
+        eq > 0
+          ? `--access ${value}: no --actor gives class '${className}'`
+          : `--access must be CLASS=RULE, not '${value}'`,
+      );
+    }
+    if (rule !== "open" && rule !== "internal") {
+      throw new UsageError(
+        `--access ${value}: the rule must be open or internal (rules on which actors clients may create are not in this version)`,
+      );
+    }
+    actor.internal = rule === "internal";
   }
   for (const value of (flags.config as string[] | undefined) ?? []) {
     const [className, file] = splitClassValue("config", value);

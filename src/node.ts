@@ -23,6 +23,7 @@ import { leaseTiming } from "./cluster/lease_timing.ts";
 import { NodeIdInUse } from "./cluster/node_id_check.ts";
 import { FORWARDED_BY_HEADER } from "./http/forward.ts";
 import { FailoverWaits } from "./cluster/failover_wait.ts";
+import { createCallHandler } from "./actors/call_router.ts";
 import { VERSION } from "./version.ts";
 
 /** One actor class given to the node. */
@@ -31,6 +32,8 @@ export interface ActorClassOption {
   path: string;
   /** Named values `config.get` returns. */
   config?: Record<string, string>;
+  /** Reached only by actors.call, never by a client (`--access CLASS=internal`). */
+  internal?: boolean;
 }
 
 /** Everything a node is started with; defaults in {@linkcode NODE_DEFAULTS}. */
@@ -243,6 +246,7 @@ export class WasmKeepNode {
         return held && (!plane.current || plane.current.valid());
       },
       onGiveUp: (actor, generation) => host.gaveUp(actor, generation),
+      onCall: (call) => onCall(call),
       onCount: (name, by) => metrics.counter(name, REPLICATION_COUNTERS[name] ?? name, {}, by),
       onExecutorReplaced: (index, unstarted) => {
         metrics.counter(
@@ -322,6 +326,9 @@ export class WasmKeepNode {
         ),
     });
     const classNames = new Set(classes.map((c) => c.className));
+    const internalClasses = new Set(
+      options.actors.filter((actor) => actor.internal).map((actor) => actor.className),
+    );
     // One bound counter per class and status class, made on first use.
     const eventCounters = new Map<string, (by?: number) => void>();
     const countEvent = (className: string, status: number) => {
@@ -411,6 +418,31 @@ export class WasmKeepNode {
       );
       return kept ?? notReachable();
     };
+    const onCall = createCallHandler({
+      hasClass: (name) => classNames.has(name),
+      route: async (target, request, call) => {
+        const cluster = plane.current;
+        if (!cluster) return await host.dispatch(target, request);
+        if (!cluster.valid()) {
+          return { kind: "not-run", error: "this node's lease is not valid; retry" };
+        }
+        let where;
+        try {
+          where = await cluster.route(target, false);
+        } catch (error) {
+          return {
+            kind: "not-run",
+            error: (error as Error).name === "MalformedRecord"
+              ? (error as Error).message
+              : "the bucket did not answer while looking up the actor; retry",
+          };
+        }
+        if (where.kind === "local") return await host.dispatch(target, request);
+        // A call is never kept for a takeover: its caller gets the error.
+        if (where.kind !== "forward") return { kind: "not-run", error: where.message };
+        return await cluster.forwardCall(where.address, where.node, target, request, call);
+      },
+    }, clock);
     const notReachable = (): EventOutcome => ({
       kind: "failed",
       status: 503,
@@ -448,6 +480,7 @@ export class WasmKeepNode {
       notReadyReason: () => started.node ? started.node.notReadyReason() : "starting",
       dispatch,
       renderMetrics: () => metrics.render(),
+      isInternal: (name) => internalClasses.has(name),
     });
     const listening = Promise.withResolvers<Deno.NetAddr>();
     let server: Deno.HttpServer;

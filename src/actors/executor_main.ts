@@ -17,12 +17,14 @@ import { type ActorKey, actorKeyString } from "./key.ts";
 import {
   actorDatabasePath,
   type ActorRequest,
+  type CallAnswer,
   type ExecutorClass,
   type ExecutorInit,
   type FromExecutor,
   type ToExecutor,
 } from "./protocol.ts";
 import { FrameSender, readFrames } from "./frames.ts";
+import { waitingChain } from "./call_chain.ts";
 import { DatabasePool } from "../sqlite/database_pool.ts";
 import { type ActorDatabase, type SqlError, toSqlError } from "../sqlite/actor_database.ts";
 import { openBucket } from "../bucket/open.ts";
@@ -87,6 +89,12 @@ interface ResidentActor {
   seq: number;
   /** Discarded: an event suspended in it must not touch its database again. */
   dead: boolean;
+  /**
+   * The actors waiting on the running event (its caller's chain, then its
+   * caller), outermost first: what a call it makes carries, so the node can
+   * refuse a call back into any of them.
+   */
+  chain: string[];
 }
 
 /** Raised when an event must fail with a status the actor did not choose. */
@@ -176,6 +184,9 @@ class Executor {
   readonly #runQueue: (() => void)[] = [];
   readonly #holdChecks = new Map<number, (ok: boolean) => void>();
   #holdSeq = 0;
+  /** actors.call sent to the node, by id, until their answer. */
+  readonly #calls = new Map<number, (answer: CallAnswer) => void>();
+  #callSeq = 0;
   /** When the event holding the run token started (for its wall-clock limit). */
   #eventStartedAt = 0;
   /** Start times of the events under way, by sequence number. */
@@ -352,7 +363,31 @@ class Executor {
         actor.store.deleted();
       },
       self: () => ({ tenant: key.tenant, class: key.class, name: key.name }),
-      call: () => fail(unavailable("actors.call", "calls between actors").message),
+      call: async (className, name, request) => {
+        alive();
+        const id = ++this.#callSeq;
+        const answer = new Promise<CallAnswer>((resolve) => this.#calls.set(id, resolve));
+        this.post({
+          type: "call",
+          id,
+          seq: actor.seq,
+          caller: key,
+          chain: actor.chain,
+          target: { tenant: key.tenant, class: className, name },
+          request,
+        });
+        let result: CallAnswer;
+        try {
+          // Other actors' events run while this one waits (a call to an actor
+          // of the same executor needs that); its own wait for the token.
+          result = await this.#suspend(actor.seq, answer);
+        } finally {
+          this.#calls.delete(id);
+        }
+        alive();
+        if (!result.ok) return fail(result.error);
+        return result.response;
+      },
       alarmSet: () => fail(unavailable("alarms.set", "alarms").message),
       // No alarm can have been set, so "none" is the true answer.
       alarmGet: () => undefined,
@@ -377,7 +412,15 @@ class Executor {
     if (!loaded) throw new EventFailure(500, `no class ${key.class} in this executor`);
     const path = actorDatabasePath(this.init.dataDir, key);
     Deno.mkdirSync(path.slice(0, path.lastIndexOf("/")), { recursive: true });
-    const actor = { key, id, path, generation, seq, dead: false } as ResidentActor;
+    const actor = {
+      key,
+      id,
+      path,
+      generation,
+      seq,
+      dead: false,
+      chain: [] as string[],
+    } as ResidentActor;
     actor.store = await this.#openStore(seq, actor);
     this.#schedules.delete(id);
     // Resident from here, so a failing on-init discards it with its store.
@@ -549,6 +592,7 @@ class Executor {
         await this.#instantiateActor(actor);
       }
       actor.seq = seq;
+      actor.chain = waitingChain(request.headers);
       const db = () => this.#databases.peek(actor!.path);
       const path = actor.path;
       const before = actor.store.beforeEvent(() => this.#db(path));
@@ -653,6 +697,11 @@ class Executor {
       case "hold": {
         this.#holdChecks.get(message.id)?.(message.ok);
         this.#holdChecks.delete(message.id);
+        return;
+      }
+      case "call-answer": {
+        // A call whose event timed out meanwhile is no longer listed.
+        this.#calls.get(message.id)?.(message.answer);
         return;
       }
       case "shutdown":

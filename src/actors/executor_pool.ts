@@ -14,6 +14,7 @@ import { type ActorKey, actorKeyString } from "./key.ts";
 import type {
   ActorRequest,
   ActorResponse,
+  CallAnswer,
   ExecutorClass,
   FromExecutor,
   ToExecutor,
@@ -101,10 +102,24 @@ export interface ExecutorPoolOptions {
   historyRetentionMs: number;
   /** Whether the node still holds `actor` at `generation` (after a durable write landed). */
   checkHold?: (actor: ActorKey, generation: number) => Promise<boolean>;
+  /**
+   * An actor's actors.call: resolves with the callee's answer or the
+   * caller's error (never rejects). Calls fail without it.
+   */
+  onCall?: (call: ActorCall) => Promise<CallAnswer>;
   /** An executor gave an actor up (an upload failed, or an event was abandoned). */
   onGiveUp?: (actor: ActorKey, generation: number) => void;
   /** An executor counted a metric. */
   onCount?: (name: string, by: number) => void;
+}
+
+/** An actors.call an actor made, as the node routes it. */
+export interface ActorCall {
+  caller: ActorKey;
+  /** The actors waiting on the caller, outermost first (`actorRef`s of call_chain.ts). */
+  chain: string[];
+  target: ActorKey;
+  request: ActorRequest;
 }
 
 /** An event an executor never started, handed back when it was replaced. */
@@ -336,6 +351,21 @@ export class ExecutorPool {
         check(message.actor, message.generation).catch(() => false).then((ok) => {
           if (this.#executors[executor.index] === executor) {
             this.#write(executor, { type: "hold", id: message.id, ok });
+          }
+        });
+        return;
+      }
+      case "call": {
+        const { id, caller, chain, target, request } = message;
+        const onCall = this.#options.onCall ??
+          (() => Promise.resolve<CallAnswer>({ ok: false, error: "actors.call is not available" }));
+        onCall({ caller, chain, target, request }).catch((error): CallAnswer => ({
+          ok: false,
+          error: `the call failed: ${(error as Error)?.message ?? error}`,
+        })).then((answer) => {
+          // A replaced executor's calls died with it.
+          if (this.#executors[executor.index] === executor) {
+            this.#write(executor, { type: "call-answer", id, answer });
           }
         });
         return;

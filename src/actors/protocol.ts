@@ -23,6 +23,11 @@ export interface ActorResponse {
   body: Uint8Array;
 }
 
+/** How an actors.call ended: the callee's answer, or the error the caller gets. */
+export type CallAnswer =
+  | { ok: true; response: ActorResponse }
+  | { ok: false; error: string };
+
 /** A class as an executor needs it. */
 export interface ExecutorClass {
   className: string;
@@ -87,6 +92,8 @@ export type ToExecutor =
   | { type: "discard-all" }
   /** The answer to a `check-hold`. */
   | { type: "hold"; id: number; ok: boolean }
+  /** The answer to a `call`. */
+  | { type: "call-answer"; id: number; answer: CallAnswer }
   | { type: "shutdown" };
 
 /** Executor to main thread. */
@@ -99,6 +106,19 @@ export type FromExecutor =
   | { type: "suspended"; seq: number }
   /** The event goes on after its wait; no other event runs until it ends or waits again. */
   | { type: "resumed"; seq: number }
+  /**
+   * An actor's actors.call (its event is suspended meanwhile): `chain` are
+   * the actors waiting on the calling event, outermost first.
+   */
+  | {
+    type: "call";
+    id: number;
+    seq: number;
+    caller: ActorKey;
+    chain: string[];
+    target: ActorKey;
+    request: ActorRequest;
+  }
   /** Does the node still hold the actor at this generation? (A durable write landed.) */
   | { type: "check-hold"; id: number; actor: ActorKey; generation: number }
   /** An upload failed, or an event was abandoned: the node gives the actor up. */

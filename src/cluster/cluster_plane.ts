@@ -42,6 +42,32 @@ export interface ClusterPlaneOptions {
   onLeaseLost: (reason: NodeLeaseLost) => void;
   /** Abandons the start (the node id check waits up to ttl + grace). */
   signal?: AbortSignal;
+  /**
+   * The signature headers of an actors.call sent to `targetNode`; throws
+   * (with the reason) when calls between nodes are stopped.
+   */
+  signCall?: CallSigner;
+}
+
+/** What an actors.call sent to another node is signed over. */
+export interface CallToSign {
+  targetNode: string;
+  method: string;
+  /** The request target as sent: path and query. */
+  path: string;
+  body: Uint8Array;
+  caller: string;
+  chain: readonly string[];
+}
+
+/** Signs a call between nodes (src/security/call_signature.ts with the cluster secret). */
+export type CallSigner = (call: CallToSign) => [string, string][];
+
+/** The request target of an actor's request on another node: path and query. */
+function actorPath(actor: ActorId, request: ActorRequest): string {
+  return `/actor/${encodeURIComponent(actor.class)}/${encodeURIComponent(actor.name)}${
+    request.path === "/" ? "" : request.path
+  }${request.query ? `?${request.query}` : ""}`;
 }
 
 /** A node cleared of suspicion is not suspected again for this long. */
@@ -239,9 +265,7 @@ export class ClusterPlane {
     request: ActorRequest,
     signal?: AbortSignal,
   ): Promise<ForwardOutcome> {
-    const path = `/actor/${encodeURIComponent(actor.class)}/${encodeURIComponent(actor.name)}${
-      request.path === "/" ? "" : request.path
-    }${request.query ? `?${request.query}` : ""}`;
+    const path = actorPath(actor, request);
     const result = await this.forwarder.forward(address, {
       method: request.method,
       path,
@@ -254,20 +278,7 @@ export class ClusterPlane {
       }
       throw error;
     });
-    if (result.kind === "response") {
-      const answered = result.headers.find(([name]) => name === "x-wasmkeep-node")?.[1] ?? node;
-      return {
-        kind: "response",
-        node: answered,
-        response: {
-          status: result.status,
-          headers: result.headers.filter(([name]) =>
-            name !== "x-wasmkeep-node" && name !== "content-length"
-          ),
-          body: result.body,
-        },
-      };
-    }
+    if (result.kind === "response") return this.#answered(result, node);
     if (result.kind === "timeout") {
       return {
         kind: "failed",
@@ -278,6 +289,73 @@ export class ClusterPlane {
     this.options.log.warn("forwarding failed", { node, address, reason: result.reason });
     if (!result.written) this.#suspect(node);
     return { kind: "failed", status: 503, message: "the actor's node did not answer; retry" };
+  }
+
+  /**
+   * Sends an actors.call's event to the node holding its actor, signed,
+   * once: the callee's answer, or the error its caller gets. A call that may
+   * have been written is never sent again.
+   */
+  async forwardCall(
+    address: string,
+    node: string,
+    actor: ActorId,
+    request: ActorRequest,
+    call: { caller: string; chain: readonly string[] },
+  ): Promise<ForwardOutcome | { kind: "not-run"; error: string }> {
+    const path = actorPath(actor, request);
+    let signature: [string, string][];
+    try {
+      if (!this.options.signCall) throw new Error("this node cannot sign calls");
+      signature = this.options.signCall({
+        targetNode: node,
+        method: request.method,
+        path,
+        body: request.body,
+        caller: call.caller,
+        chain: call.chain,
+      });
+    } catch (error) {
+      return {
+        kind: "not-run",
+        error: `calls between nodes are stopped: ${(error as Error).message}`,
+      };
+    }
+    const result = await this.forwarder.forward(address, {
+      method: request.method,
+      path,
+      headers: [...request.headers, ...signature],
+      body: request.body,
+    });
+    if (result.kind === "response") return this.#answered(result, node);
+    if (result.kind === "timeout") {
+      return { kind: "not-run", error: `the actor's node ${node} did not answer within 30 s` };
+    }
+    this.options.log.warn("a call to another node failed", {
+      node,
+      address,
+      reason: result.reason,
+    });
+    if (!result.written) this.#suspect(node);
+    return { kind: "not-run", error: `the actor's node ${node} did not answer; retry` };
+  }
+
+  #answered(
+    result: { status: number; headers: [string, string][]; body: Uint8Array },
+    node: string,
+  ): ForwardOutcome {
+    const answered = result.headers.find(([name]) => name === "x-wasmkeep-node")?.[1] ?? node;
+    return {
+      kind: "response",
+      node: answered,
+      response: {
+        status: result.status,
+        headers: result.headers.filter(([name]) =>
+          name !== "x-wasmkeep-node" && name !== "content-length"
+        ),
+        body: result.body,
+      },
+    };
   }
 
   /**

@@ -8,6 +8,7 @@ import { type ActorKey, actorNameProblem } from "../actors/key.ts";
 import type { EventOutcome } from "../actors/executor_pool.ts";
 import type { ActorRequest } from "../actors/protocol.ts";
 import { concatBytes } from "../bytes.ts";
+import { withCallHeaders } from "../actors/call_chain.ts";
 
 /** The header naming the node that answered. */
 export const NODE_HEADER = "x-wasmkeep-node";
@@ -31,8 +32,37 @@ export interface ClientHandlerContext {
     request: ActorRequest,
     client?: { readonly signal: AbortSignal },
   ): Promise<EventOutcome>;
-  /** The metrics in the Prometheus text format. */
-  renderMetrics(): string;
+  /** The metrics in the Prometheus text format; unset on the cluster listener (not served). */
+  renderMetrics?(): string;
+  /** Whether a class is internal: reached only by actors.call, never by a client. */
+  isInternal?(className: string): boolean;
+  /**
+   * Checks the signature of a call another node sent (unset where signed
+   * calls are not believed: they are then a client's requests). `undefined`
+   * for a request without one.
+   */
+  verifyCall?(call: SignedRequest): CallVerdict | undefined;
+}
+
+/** A request as its signature covers it. */
+export interface SignedRequest {
+  method: string;
+  /** Path and query, as received. */
+  path: string;
+  body: Uint8Array;
+  headers: Headers;
+}
+
+/** A signed call believed (its caller and chain), or refused with the reason. */
+export type CallVerdict =
+  | { ok: true; caller: string; chain: string[] }
+  | { ok: false; reason: string };
+
+/** Headers only the node sets: a client's are dropped (a forged caller, a stray signature). */
+function isCallHeader(name: string): boolean {
+  return name.startsWith("x-wasmkeep-") &&
+    (name === "x-wasmkeep-caller" || name === "x-wasmkeep-chain" ||
+      name === "x-wasmkeep-signature" || name.startsWith("x-wasmkeep-call-"));
 }
 
 /** A one-line plain-text answer. */
@@ -81,7 +111,7 @@ async function readStream(stream: ReadableStream<Uint8Array>, limit: number): Pr
 function headerPairs(headers: Headers): [string, string][] {
   const pairs: [string, string][] = [];
   headers.forEach((value, name) => {
-    pairs.push([name, value]);
+    if (!isCallHeader(name)) pairs.push([name, value]);
   });
   return pairs;
 }
@@ -111,9 +141,9 @@ export function createClientHandler(
         reason ? textResponse(503, `not ready: ${reason}`) : textResponse(200, "ready"),
       );
     }
-    if (url.pathname === "/_wasmkeep/metrics") {
+    if (url.pathname === "/_wasmkeep/metrics" && context.renderMetrics) {
       return withNode(
-        new Response(context.renderMetrics(), {
+        new Response(context.renderMetrics!(), {
           headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" },
         }),
       );
@@ -154,11 +184,28 @@ export function createClientHandler(
       }
       return withNode(textResponse(400, "bad request: the body could not be read"));
     }
+    let eventHeaders = headerPairs(request.headers);
+    const verdict = context.verifyCall?.({
+      method: request.method,
+      path: url.pathname + url.search,
+      body,
+      headers: request.headers,
+    });
+    if (verdict && !verdict.ok) return withNode(textResponse(403, verdict.reason));
+    if (verdict) eventHeaders = withCallHeaders(eventHeaders, verdict.caller, verdict.chain);
+    else if (context.isInternal?.(className)) {
+      return withNode(
+        textResponse(
+          403,
+          `actor class '${className}' is internal: only actors reach it, with actors.call`,
+        ),
+      );
+    }
     const outcome = await context.dispatch({ tenant: context.tenant, class: className, name }, {
       method: request.method,
       path: rest.length > 0 ? "/" + rest.join("/") : "/",
       query: url.search.slice(1),
-      headers: headerPairs(request.headers),
+      headers: eventHeaders,
       body,
     }, {
       get signal() {
