@@ -79,7 +79,7 @@ const SERVE_FLAGS: FlagSpec[] = [
     name: "cluster-listen",
     kind: "string",
     value: "ADDR",
-    description: "the cluster listener (mutual TLS between nodes): not in this version yet",
+    description: "HOST:PORT of the cluster listener: mutual TLS between nodes, only they reach it",
   },
   {
     name: "cluster-advertise",
@@ -216,12 +216,14 @@ const NODE_ID = NODE_ID_PATTERN;
 /** The largest --max-body-bytes: half a frame to an executor (MAX_FRAME_BYTES). */
 const MAX_BODY_BYTES = 32 * 1024 * 1024;
 
-function parseListen(value: string): { hostname: string; port: number } {
+function parseListen(value: string, flag = "listen"): { hostname: string; port: number } {
   const match = value.match(/^(?:\[([0-9a-fA-F:.]+)\]|([^:\[\]]*)):(\d{1,5})$/);
   const port = match ? Number(match[3]) : NaN;
   if (!match || port > 65535) {
     throw new UsageError(
-      `--listen must be HOST:PORT (e.g. 127.0.0.1:8080 or [::1]:8080), not '${value}'`,
+      `--${flag} must be HOST:PORT (e.g. 127.0.0.1:${
+        flag === "listen" ? 8080 : 7443
+      } or [::1]:8080), not '${value}'`,
     );
   }
   return { hostname: match[1] ?? (match[2] || "0.0.0.0"), port };
@@ -320,9 +322,28 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
       `--node-id must be lower-case letters, digits and '-' (at most 63, not first or last), not '${nodeId}'`,
     );
   }
-  if (flags["cluster-listen"] !== undefined || flags["cluster-advertise"] !== undefined) {
+  const clusterListen = flags["cluster-listen"] as string | undefined;
+  const clusterAdvertise = flags["cluster-advertise"] as string | undefined;
+  if ((clusterListen === undefined) !== (clusterAdvertise === undefined)) {
     throw new UsageError(
-      "--cluster-listen and --cluster-advertise: the cluster listener (mutual TLS between nodes) is not in this version yet; run nodes with --cluster-plaintext accept",
+      clusterListen === undefined
+        ? "--cluster-advertise needs --cluster-listen (the address the cluster listener binds, e.g. 0.0.0.0:7443): the two flags go together"
+        : "--cluster-listen needs --cluster-advertise https://HOST:PORT (the address other nodes reach it at): the two flags go together",
+    );
+  }
+  if (clusterListen !== undefined && flags["node-id"] === undefined) {
+    throw new UsageError(
+      "--cluster-listen and --cluster-advertise go only with --node-id (a cluster node's id)",
+    );
+  }
+  if (clusterListen !== undefined && flags.bucket === undefined) {
+    throw new UsageError(
+      "--cluster-listen needs --bucket (the bucket the cluster's nodes share): a node on its embedded bucket talks to no other node",
+    );
+  }
+  if (clusterAdvertise !== undefined && !/^https:\/\/[^/\s]+:\d{1,5}\/?$/.test(clusterAdvertise)) {
+    throw new UsageError(
+      `--cluster-advertise must be https://HOST:PORT (the cluster listener speaks mutual TLS), not '${clusterAdvertise}'`,
     );
   }
   const plaintext = (flags["cluster-plaintext"] as string | undefined) ?? "refuse";
@@ -331,9 +352,12 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
   }
   const bucketUrl = flags.bucket as string | undefined;
   // A node on its embedded bucket talks to no other node.
-  if (flags["node-id"] !== undefined && bucketUrl !== undefined && plaintext === "refuse") {
+  if (
+    flags["node-id"] !== undefined && bucketUrl !== undefined && plaintext === "refuse" &&
+    clusterListen === undefined
+  ) {
     throw new UsageError(
-      "--node-id without --cluster-listen needs --cluster-plaintext accept: with refuse (the default) nodes talk only over the cluster listener, which this version does not have yet",
+      "--node-id without --cluster-listen needs --cluster-plaintext accept: with refuse (the default) nodes talk to each other only over mutual TLS; give --cluster-listen ADDR --cluster-advertise https://HOST:PORT, or --cluster-plaintext accept on a private network",
     );
   }
   const advertise = flags.advertise as string | undefined;
@@ -377,6 +401,10 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
     cluster: bucketUrl === undefined ? undefined : {
       advertise: advertise?.replace(/\/$/, ""),
       plaintext: plaintext as "accept" | "refuse",
+      listener: clusterListen === undefined ? undefined : {
+        ...parseListen(clusterListen, "cluster-listen"),
+        advertise: clusterAdvertise!.replace(/\/$/, ""),
+      },
       failoverWaitMs: seconds("failover-wait-secs", NODE_DEFAULTS.failoverWaitMs),
       maxConnections: (flags["max-connections"] as number | undefined) ??
         NODE_DEFAULTS.maxConnections,

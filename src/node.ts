@@ -79,6 +79,8 @@ export interface ClusterOptions {
   advertise?: string;
   /** Whether plain HTTP between nodes is used (`--cluster-plaintext`). */
   plaintext: "accept" | "refuse";
+  /** The cluster listener (`--cluster-listen`, `--cluster-advertise`): mutual TLS between nodes. */
+  listener?: { hostname: string; port: number; advertise: string };
   /** How long a GET/HEAD for a dead or stopping node's actor is kept; 0 turns it off. */
   failoverWaitMs: number;
   /** Client connections at once, before the open-file limit lowers it. */

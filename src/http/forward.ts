@@ -83,11 +83,26 @@ export type ForwardResult =
     /** Whether any byte of the request was handed to a socket: if so, it may have run. */
     written: boolean;
     reason: string;
+    /**
+     * The connection was a new one and the peer sent no byte on it before it
+     * ended: over mutual TLS, what a peer refusing this node's certificate
+     * does (the spec's "came back unsent on a new TLS connection").
+     */
+    unansweredNew?: boolean;
   }
   | { kind: "timeout" };
 
+/** The byte stream the forwarder needs of a connection (a Deno.Conn is one). */
+export interface ByteConn {
+  /** Reads into `p`: the count, or null at the end of the stream. */
+  read(p: Uint8Array): Promise<number | null>;
+  /** Writes from `p`: the count accepted. */
+  write(p: Uint8Array): Promise<number>;
+  close(): void;
+}
+
 /** Opens a connection to a peer; aborting `signal` gives up. */
-export type Connect = (host: string, port: number, signal: AbortSignal) => Promise<Deno.Conn>;
+export type Connect = (host: string, port: number, signal: AbortSignal) => Promise<ByteConn>;
 
 /** Settings of a {@linkcode Forwarder}. */
 export interface ForwarderOptions {
@@ -333,6 +348,8 @@ class Connection {
   buf: Uint8Array = new Uint8Array(BUFFER_BYTES);
   start = 0;
   end = 0;
+  /** Bytes the peer sent on it, ever. */
+  bytesRead = 0;
   #reading: Promise<void> | undefined;
   #eof = false;
   #failed = false;
@@ -343,13 +360,16 @@ class Connection {
   /** `onIdleDead` is called when a read shows an idle connection dead. */
   constructor(
     readonly peerKey: string,
-    readonly conn: Deno.Conn,
+    readonly conn: ByteConn,
     onIdleDead: (connection: Connection) => void,
   ) {
     this.#onRead = (n) => {
       this.#reading = undefined;
       if (n === null) this.#eof = true;
-      else this.end += n;
+      else {
+        this.end += n;
+        this.bytesRead += n;
+      }
       if (this.state === "idle" && this.dead) onIdleDead(this);
     };
     this.#onReadError = (error) => {
@@ -465,7 +485,7 @@ class Connection {
   }
 }
 
-function closeQuietly(conn: Deno.Conn): void {
+function closeQuietly(conn: ByteConn): void {
   try {
     conn.close();
   } catch {
@@ -501,8 +521,10 @@ function raceAbort<T>(promise: Promise<T>, signal: AbortSignal, late: (value: T)
   });
 }
 
-function unreachable(written: boolean, reason: string): ForwardResult {
-  return { kind: "unreachable", written, reason };
+function unreachable(written: boolean, reason: string, unansweredNew = false): ForwardResult {
+  return unansweredNew
+    ? { kind: "unreachable", written, reason, unansweredNew }
+    : { kind: "unreachable", written, reason };
 }
 
 interface Waiter {
@@ -634,6 +656,7 @@ export class Forwarder {
           `the connection to ${peer.key} failed before the request was written: ${
             describe(outcome.error)
           }`,
+          !reused || retried,
         );
       }
       // The peer had closed this kept-alive connection; nothing was written.
@@ -902,6 +925,7 @@ export class Forwarder {
         `the connection to ${connection.peerKey} failed while the request was written: ${
           describe(error)
         }`,
+        connection.served === 0 && connection.bytesRead === 0,
       );
     }
     try {
@@ -911,7 +935,11 @@ export class Forwarder {
         ? error.message
         : `the connection failed before a complete answer: ${describe(error)}`;
       connection.reusable = false;
-      return unreachable(true, `${connection.peerKey}: ${reason}`);
+      return unreachable(
+        true,
+        `${connection.peerKey}: ${reason}`,
+        connection.served === 0 && connection.bytesRead === 0,
+      );
     }
   }
 

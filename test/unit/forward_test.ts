@@ -468,6 +468,8 @@ Deno.test("forward: a peer that reads the request and closes is unreachable, wri
         reason: `http://127.0.0.1:${
           new URL(server.url).port
         }: the connection closed before an answer`,
+        // A new connection closed without a byte of answer: over TLS, a refusal.
+        unansweredNew: true,
       });
       await delay(100);
       assert.equal(server.connections, 1);
@@ -488,6 +490,8 @@ Deno.test("forward: on a reused connection too, a request read then dropped is n
       const got = await forwarder.forward(server.url, request("GET", "/2"));
       assert.equal(got.kind, "unreachable");
       assert.equal((got as { written: boolean }).written, true);
+      // The peer answered on this connection before: not a handshake's refusal.
+      assert.equal((got as { unansweredNew?: boolean }).unansweredNew, undefined);
       await delay(100);
       assert.equal(server.connections, 1);
       assert.deepEqual(server.requests.map((r) => r.head.split(" ")[1]), ["/1", "/2"]);
