@@ -72,7 +72,8 @@ export const RESERVED_FILES_FOR_MAIN = 1024 + 256;
 
 /**
  * Client connections a node serves at once: `--max-connections`, lowered to
- * what the open-file limit leaves after {@linkcode RESERVED_FILES_FOR_MAIN}.
+ * what the open-file limit leaves after {@linkcode RESERVED_FILES_FOR_MAIN}
+ * and the cluster listener's cap, when the node has one.
  *
  * @example
  * ```ts
@@ -81,6 +82,36 @@ export const RESERVED_FILES_FOR_MAIN = 1024 + 256;
  * maxClientConnections(10_000, 1024); // 0
  * ```
  */
-export function maxClientConnections(requested: number, fileLimit: number): number {
-  return Math.max(0, Math.min(requested, fileLimit - RESERVED_FILES_FOR_MAIN));
+export function maxClientConnections(
+  requested: number,
+  fileLimit: number,
+  clusterConnections = 0,
+): number {
+  return Math.max(
+    0,
+    Math.min(requested, fileLimit - RESERVED_FILES_FOR_MAIN - clusterConnections),
+  );
+}
+
+/** Connections the cluster listener (mutual TLS from peers) accepts at once, at most. */
+export const MAX_CLUSTER_CONNECTIONS = 1024;
+
+/**
+ * The cluster listener's connection cap under an open-file limit:
+ * {@linkcode MAX_CLUSTER_CONNECTIONS}, or a quarter of what the limit leaves
+ * after {@linkcode RESERVED_FILES_FOR_MAIN} when that is less. Counted before
+ * the client connections (see {@linkcode maxClientConnections}).
+ *
+ * @example
+ * ```ts
+ * import { maxClusterConnections } from "./limits.ts";
+ * maxClusterConnections(20_000); // 1024
+ * maxClusterConnections(2048); // 192
+ * ```
+ */
+export function maxClusterConnections(fileLimit: number): number {
+  return Math.max(
+    1,
+    Math.min(MAX_CLUSTER_CONNECTIONS, Math.floor((fileLimit - RESERVED_FILES_FOR_MAIN) / 4)),
+  );
 }

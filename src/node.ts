@@ -5,7 +5,7 @@
  * @module
  */
 
-import { type Clock, type Random, systemClock, systemRandom } from "./time/clock.ts";
+import { type Clock, type Random, systemClock, systemRandom, type Timer } from "./time/clock.ts";
 import { createLogger, type Logger, type LogLevel } from "./log.ts";
 import { loadComponent } from "./actors/component.ts";
 import { ExecutorPool } from "./actors/executor_pool.ts";
@@ -18,12 +18,20 @@ import { maxClientConnections, maxOpenDatabases, openFileLimit } from "./limits.
 import { type Bucket, openBucket, probeBucket } from "./bucket/mod.ts";
 import { MetricsRegistry } from "./metrics/registry.ts";
 import { type Hold, OwnershipRecords } from "./cluster/ownership.ts";
-import { ClusterPlane } from "./cluster/cluster_plane.ts";
+import { ClusterPlane, type ClusterPlaneOptions } from "./cluster/cluster_plane.ts";
 import { leaseTiming } from "./cluster/lease_timing.ts";
 import { NodeIdInUse } from "./cluster/node_id_check.ts";
 import { FORWARDED_BY_HEADER } from "./http/forward.ts";
 import { FailoverWaits } from "./cluster/failover_wait.ts";
 import { createCallHandler } from "./actors/call_router.ts";
+import { createNodeIdentity } from "./security/node_identity.ts";
+import { ClusterListener } from "./http/cluster_listener.ts";
+import { tlsConnector } from "./http/tls_connect.ts";
+import { type ClusterSecret, loadClusterSecret } from "./security/cluster_secret.ts";
+import { SIGNATURE_HEADER, signCall, verifyCall } from "./security/call_signature.ts";
+import { NonceCache } from "./security/nonce_cache.ts";
+import type { CallVerdict, SignedRequest } from "./http/client_handler.ts";
+import { maxClusterConnections } from "./limits.ts";
 import { VERSION } from "./version.ts";
 
 /** One actor class given to the node. */
@@ -89,6 +97,66 @@ export interface ClusterOptions {
   leaseTtlMs: number;
 }
 
+/** How often the cluster listener's peers are checked against the heartbeats. */
+export const TRUST_SWEEP_MS = 250;
+
+/** Pause between reads of an unreadable cluster secret. */
+export const CLUSTER_SECRET_RETRY_MS = 3_000;
+
+/** The cluster secret, once read: signs this node's calls and checks its peers'. */
+interface CallSecurity {
+  secret: ClusterSecret | undefined;
+}
+
+/** Checks a request's call signature; `undefined` for a request without one. */
+function verifySignedCall(
+  calls: CallSecurity,
+  request: SignedRequest,
+  nodeId: string,
+  clock: Clock,
+  nonces: NonceCache,
+  log: Logger,
+): CallVerdict | undefined {
+  if (!request.headers.has(SIGNATURE_HEADER)) return undefined;
+  if (!calls.secret) {
+    return { ok: false, reason: "this node has not read the cluster secret yet; retry" };
+  }
+  const verified = verifyCall(calls.secret, { thisNode: nodeId, ...request }, { clock, nonces });
+  if (verified.ok) return verified;
+  log.warn("refused a signed call", { reason: verified.reason });
+  return { ok: false, reason: verified.reason };
+}
+
+/** The names the node's certificate is for: the advertised host, and the bound one when specific. */
+function identityHosts(hostname: string, advertise: string): string[] {
+  const hosts = [new URL(advertise).hostname.replace(/^\[(.*)\]$/, "$1")];
+  if (hostname !== "0.0.0.0" && hostname !== "::" && !hosts.includes(hostname)) {
+    hosts.push(hostname);
+  }
+  return hosts;
+}
+
+/**
+ * Whether an advertised URL's host is a public address: not loopback,
+ * private (RFC 1918, RFC 4193), link-local or a single-label name.
+ */
+export function isPublicAddress(url: string): boolean {
+  const host = new URL(url).hostname.replace(/^\[(.*)\]$/, "$1").toLowerCase();
+  if (host === "localhost" || !host.includes(".") && !host.includes(":")) return false;
+  const v4 = host.match(/^(\d+)\.(\d+)\.(\d+)\.(\d+)$/);
+  if (v4) {
+    const [a, b] = [Number(v4[1]), Number(v4[2])];
+    return !(a === 10 || a === 127 || (a === 172 && b >= 16 && b <= 31) ||
+      (a === 192 && b === 168) || (a === 169 && b === 254) || (a === 100 && b >= 64 && b <= 127));
+  }
+  if (host.includes(":")) {
+    return !(host === "::1" || host.startsWith("fc") || host.startsWith("fd") ||
+      host.startsWith("fe80"));
+  }
+  // A name: private by convention only under these suffixes.
+  return !/\.(internal|local|lan|home\.arpa|localdomain)$/.test(host);
+}
+
 /** The defaults of the optional settings. */
 export const NODE_DEFAULTS = {
   eventTimeoutMs: 30_000,
@@ -152,6 +220,14 @@ export class WasmKeepNode {
   #waits: FailoverWaits | undefined;
   #ownership!: OwnershipRecords;
   #processToken = "";
+  /** The cluster secret once read: signs and checks calls between nodes. */
+  #calls: CallSecurity = { secret: undefined };
+  #clusterConnections = 0;
+  /** Answers peers on the cluster listener (actor paths, health, readiness). */
+  #clusterHandler: ((request: Request) => Promise<Response>) | undefined;
+  #clusterListener: ClusterListener | undefined;
+  #revokeTimer: Timer | undefined;
+  #random!: Random;
   readonly #failed = Promise.withResolvers<never>();
   #stopping: Promise<void> | undefined;
   readonly #probeAbort = new AbortController();
@@ -303,9 +379,11 @@ export class WasmKeepNode {
 
     /** The cluster side, once the node id check passed (cluster mode only). */
     const plane: { current?: ClusterPlane } = {};
+    const clusterConnections = options.cluster?.listener ? maxClusterConnections(fileLimit) : 0;
     const maxConnections = maxClientConnections(
       options.cluster?.maxConnections ?? NODE_DEFAULTS.maxConnections,
       fileLimit,
+      clusterConnections,
     );
     if (options.cluster && maxConnections < options.cluster.maxConnections) {
       log.warn("--max-connections lowered to fit the open-file limit", {
@@ -474,16 +552,27 @@ export class WasmKeepNode {
     };
     // Requests may arrive before the node object exists.
     const started: { node?: WasmKeepNode } = {};
-    const handler = createClientHandler({
+    const calls: CallSecurity = { secret: undefined };
+    const nonces = new NonceCache({ clock });
+    const verifyCall = (request: SignedRequest) =>
+      verifySignedCall(calls, request, options.nodeId, clock, nonces, log);
+    const handlerContext = {
       nodeId: options.nodeId,
       tenant: DEFAULT_TENANT,
       maxBodyBytes: options.maxBodyBytes,
-      hasClass: (name) => classNames.has(name),
+      hasClass: (name: string) => classNames.has(name),
       notReadyReason: () => started.node ? started.node.notReadyReason() : "starting",
       dispatch,
+      isInternal: (name: string) => internalClasses.has(name),
+    };
+    const handler = createClientHandler({
+      ...handlerContext,
       renderMetrics: () => metrics.render(),
-      isInternal: (name) => internalClasses.has(name),
+      // Refusing plain HTTP between nodes, a signed call on the client
+      // listener is a client's request (no caller, internal classes refused).
+      verifyCall: options.cluster?.plaintext === "accept" ? verifyCall : undefined,
     });
+    const clusterHandler = createClientHandler({ ...handlerContext, verifyCall });
     const listening = Promise.withResolvers<Deno.NetAddr>();
     let server: Deno.HttpServer;
     try {
@@ -530,6 +619,10 @@ export class WasmKeepNode {
     node.#waits = waits;
     node.#ownership = ownership;
     node.#processToken = processToken;
+    node.#calls = calls;
+    node.#clusterHandler = clusterHandler;
+    node.#clusterConnections = clusterConnections;
+    node.#random = random;
     node.whenReady = node.#probe(bucketUrl, random);
     // Callers that never await whenReady must not see an unhandled rejection.
     node.whenReady.catch(() => {});
@@ -570,8 +663,56 @@ export class WasmKeepNode {
   }
 
   async #joinCluster(cluster: ClusterOptions): Promise<void> {
-    this.#notReady = "checking that no other process runs with this node id";
     const address = cluster.advertise ?? this.url;
+    const timing = leaseTiming(cluster.leaseTtlMs);
+    let tls: ClusterPlaneOptions["tls"];
+    if (cluster.listener) {
+      const { hostname, port, advertise } = cluster.listener;
+      this.#notReady = "starting the cluster listener";
+      const identity = await createNodeIdentity({
+        nodeId: this.options.nodeId,
+        hosts: identityHosts(hostname, advertise),
+        clock: this.clock,
+        random: this.#random,
+      });
+      try {
+        this.#clusterListener = await ClusterListener.start({
+          hostname,
+          port,
+          identity,
+          // Only peers whose certificate a live heartbeat names are let in.
+          trust: (fingerprint) => this.#trusted().has(fingerprint),
+          handler: (request) => this.#clusterHandler!(request),
+          maxConnections: this.#clusterConnections,
+          maxBodyBytes: this.options.maxBodyBytes,
+          log: this.log,
+          clock: this.clock,
+        });
+      } catch (error) {
+        await this.stop();
+        throw new NodeStartError(
+          `cannot listen on ${hostname}:${port} (--cluster-listen): ${(error as Error).message}`,
+        );
+      }
+      tls = {
+        clusterAddress: advertise,
+        fingerprint: identity.fingerprint,
+        connect: (pinFor) => tlsConnector({ identity, pinFor }),
+      };
+      this.log.info("cluster listener up", {
+        node: this.options.nodeId,
+        listen: `${hostname}:${this.#clusterListener.address.port}`,
+        advertise,
+        fingerprint: identity.fingerprint,
+        max_connections: this.#clusterConnections,
+      });
+    } else if (cluster.plaintext === "accept" && isPublicAddress(address)) {
+      this.log.warn(
+        "plain HTTP between nodes on a public address: calls are signed but nothing is encrypted; keep nodes on a private network or give them --cluster-listen",
+        { advertise: address },
+      );
+    }
+    this.#notReady = "checking that no other process runs with this node id";
     try {
       this.#plane.current = await ClusterPlane.start({
         bucket: this.bucket,
@@ -579,8 +720,15 @@ export class WasmKeepNode {
         log: this.log,
         nodeId: this.options.nodeId,
         processToken: this.#processToken,
-        timing: leaseTiming(cluster.leaseTtlMs),
+        timing,
         address,
+        tls,
+        plaintext: cluster.plaintext,
+        signCall: (call) => {
+          const secret = this.#calls.secret;
+          if (!secret) throw new Error("the cluster secret is not read yet");
+          return signCall(secret, call, { clock: this.clock, random: this.#random });
+        },
         version: VERSION,
         ownership: this.#ownership,
         holdsHere: (actor) => this.host.holds(actor),
@@ -625,6 +773,91 @@ export class WasmKeepNode {
       address,
       lease_valid: this.#plane.current.valid(),
     });
+    await this.#readClusterSecret();
+    if (this.#clusterListener) {
+      this.#sweepTrust();
+      // Peers list the heartbeats once a period: by then each has seen the
+      // new fingerprint and lets this node in.
+      this.#notReady = "publishing this node's certificate fingerprint to its peers";
+      await this.clock.sleep(timing.periodMs + timing.skewMs, this.#probeAbort.signal)
+        .catch(() => {});
+    }
+  }
+
+  /**
+   * Reads (or makes) `cluster/secret`; a bucket that does not answer is
+   * asked again in the background, calls between nodes failing meanwhile.
+   */
+  async #readClusterSecret(): Promise<void> {
+    for (let attempt = 1;; attempt++) {
+      try {
+        this.#calls.secret = await loadClusterSecret(this.bucket, {
+          random: this.#random,
+          log: this.log,
+          clock: this.clock,
+          signal: this.#probeAbort.signal,
+        });
+        return;
+      } catch (error) {
+        if (this.#probeAbort.signal.aborted) return;
+        this.log.warn("could not read the cluster secret; calls between nodes wait for it", {
+          attempt,
+          error: String(error),
+        });
+        if (attempt === 1) {
+          // Serve meanwhile; the next tries run in the background.
+          this.#readClusterSecretLater(attempt + 1);
+          return;
+        }
+      }
+    }
+  }
+
+  #readClusterSecretLater(attempt: number): void {
+    this.clock.sleep(CLUSTER_SECRET_RETRY_MS, this.#probeAbort.signal).then(async () => {
+      try {
+        this.#calls.secret = await loadClusterSecret(this.bucket, {
+          random: this.#random,
+          log: this.log,
+          clock: this.clock,
+          signal: this.#probeAbort.signal,
+        });
+        this.log.info("cluster secret read", { attempt });
+      } catch (error) {
+        if (this.#probeAbort.signal.aborted) return;
+        this.log.warn("could not read the cluster secret", { attempt, error: String(error) });
+        this.#readClusterSecretLater(attempt + 1);
+      }
+    }, () => {});
+  }
+
+  /** Trusted certificate fingerprints, recomputed at most every {@linkcode TRUST_SWEEP_MS}. */
+  #trustCache: { at: number; fingerprints: Set<string> } = {
+    at: -Infinity,
+    fingerprints: new Set(),
+  };
+
+  #trusted(): Set<string> {
+    const plane = this.#plane.current;
+    if (!plane) return this.#trustCache.fingerprints;
+    const now = this.clock.monotonic();
+    if (now - this.#trustCache.at >= TRUST_SWEEP_MS) {
+      this.#trustCache = { at: now, fingerprints: plane.trustedFingerprints() };
+    }
+    return this.#trustCache.fingerprints;
+  }
+
+  /**
+   * Every {@linkcode TRUST_SWEEP_MS}: peers whose heartbeat was fenced,
+   * released, removed, names a new key or expired lose their connections.
+   */
+  #sweepTrust(): void {
+    const listener = this.#clusterListener;
+    if (!listener || this.#stopping) return;
+    this.#trustCache.at = -Infinity;
+    const closed = listener.revoke();
+    if (closed > 0) this.log.info("closed connections of peers no longer trusted", { closed });
+    this.#revokeTimer = this.clock.setTimer(TRUST_SWEEP_MS, () => this.#sweepTrust());
   }
 
   /**
@@ -660,6 +893,7 @@ export class WasmKeepNode {
       // Kept requests get their 503 now: this node takes nothing over any more.
       this.#waits?.stop();
       const serverDone = this.server.shutdown();
+      this.#revokeTimer?.cancel();
       const drained = await this.host.drain(this.options.stopGraceMs);
       if (!drained) this.log.warn("events still under way at the end of the stop grace period");
       // The executors close their actors once their uploads landed…
@@ -670,6 +904,7 @@ export class WasmKeepNode {
       this.ownership.close();
       // Last: a released heartbeat frees any record whose release did not land.
       await plane?.stop();
+      await this.#clusterListener?.close();
       // Connections still open past the grace period are cut, not awaited.
       await Promise.race([serverDone, this.clock.sleep(SERVER_SHUTDOWN_MS)]);
       await this.bucket.close();

@@ -19,7 +19,7 @@ import { decodeHeartbeat, type Heartbeat, isLive } from "./heartbeat.ts";
 import { nodeKey } from "../bucket/keys.ts";
 import type { OwnerRecord, OwnershipRecords } from "./ownership.ts";
 import { type Route, routeRequest } from "./router.ts";
-import { Forwarder } from "../http/forward.ts";
+import { type Connect, Forwarder, type ForwardResult } from "../http/forward.ts";
 
 /** Options of {@linkcode ClusterPlane.start}. */
 export interface ClusterPlaneOptions {
@@ -31,6 +31,18 @@ export interface ClusterPlaneOptions {
   timing: LeaseTiming;
   /** The URL peers forward requests to. */
   address: string;
+  /**
+   * The cluster listener, when this node has one: its `https://` address and
+   * certificate fingerprint (published in the heartbeat), and how to open a
+   * mutual TLS connection pinned to a peer's published fingerprint.
+   */
+  tls?: {
+    clusterAddress: string;
+    fingerprint: string;
+    connect: (pinFor: (host: string, port: number) => string | undefined) => Connect;
+  };
+  /** `--cluster-plaintext`: whether plain HTTP to peers without a listener is used. */
+  plaintext: "accept" | "refuse";
   /** The WasmKeep version, published in the heartbeat. */
   version: string;
   ownership: OwnershipRecords;
@@ -70,6 +82,41 @@ function actorPath(actor: ActorId, request: ActorRequest): string {
   }${request.query ? `?${request.query}` : ""}`;
 }
 
+/** Peers skipped for having no cluster listener are logged at most this often. */
+export const SKIPPED_PEERS_LOG_MS = 60_000;
+
+function isTls(address: string): boolean {
+  return address.startsWith("https:");
+}
+
+/**
+ * The fingerprint a live peer publishes for the cluster listener at
+ * `host:port`, if any: what a TLS connection there must present.
+ */
+function pinOf(
+  membership: Membership,
+  clock: Clock,
+  timing: LeaseTiming,
+  host: string,
+  port: number,
+): string | undefined {
+  for (const peer of membership.liveNodes()) {
+    const heartbeat = peer.heartbeat;
+    if (!heartbeat?.clusterAddress || !heartbeat.fingerprint) continue;
+    let url: URL;
+    try {
+      url = new URL(heartbeat.clusterAddress);
+    } catch {
+      continue;
+    }
+    const peerHost = url.hostname.replace(/^\[(.*)\]$/, "$1");
+    if (peerHost === host && Number(url.port || 443) === port) {
+      if (isLive(heartbeat, clock.now(), timing.ttlMs)) return heartbeat.fingerprint;
+    }
+  }
+  return undefined;
+}
+
 /** A node cleared of suspicion is not suspected again for this long. */
 export const SUSPECT_AGAIN_AFTER_MS = 10_000;
 
@@ -95,10 +142,15 @@ export class ClusterPlane {
   /** Live nodes this node could not connect to, by id: since when (wall clock). */
   readonly #suspected = new Map<string, { since: number; clearedAt: number | undefined }>();
 
+  /** When peers skipped for having no cluster listener were last logged (monotonic). */
+  #skippedLoggedAt = -Infinity;
+
   private constructor(
     readonly lease: NodeLease,
     readonly membership: Membership,
     readonly forwarder: Forwarder,
+    /** Requests to peers' cluster listeners, over mutual TLS; unset without a listener. */
+    readonly tlsForwarder: Forwarder | undefined,
     readonly options: ClusterPlaneOptions,
   ) {}
 
@@ -126,6 +178,8 @@ export class ClusterPlane {
       timing,
       describe: () => ({
         address: options.address,
+        clusterAddress: options.tls?.clusterAddress,
+        fingerprint: options.tls?.fingerprint,
         readsSecrets: false,
         takesMoved: false,
         version: options.version,
@@ -136,10 +190,56 @@ export class ClusterPlane {
     });
     const membership = new Membership({ bucket, clock, log, nodeId, timing, ownLease: lease });
     const forwarder = new Forwarder({ nodeId, clock });
+    const tlsForwarder = options.tls && new Forwarder({
+      nodeId,
+      clock,
+      connect: options.tls.connect((host, port) => pinOf(membership, clock, timing, host, port)),
+    });
     await lease.start(checked);
     // Ready with a view of the other nodes, not the empty one of a start.
     await membership.refresh();
-    return new ClusterPlane(lease, membership, forwarder, options);
+    return new ClusterPlane(lease, membership, forwarder, tlsForwarder, options);
+  }
+
+  /**
+   * The fingerprints of the certificates of every live peer that publishes
+   * one: the peers the cluster listener lets in.
+   */
+  trustedFingerprints(): Set<string> {
+    const trusted = new Set<string>();
+    for (const peer of this.membership.liveNodes()) {
+      const fingerprint = peer.heartbeat?.fingerprint;
+      if (fingerprint && peer.nodeId !== this.options.nodeId) trusted.add(fingerprint);
+    }
+    return trusted;
+  }
+
+  /**
+   * Where requests for a live peer's actors go: its cluster listener when
+   * both have one; its client address when this node has none (it accepts
+   * plain HTTP) or the peer has none and this node accepts plain HTTP;
+   * nowhere when this node refuses plain HTTP and the peer has no listener.
+   * A peer with a listener is never reached in plain text by a node with one.
+   */
+  #addressOf(heartbeat: Heartbeat | undefined): string | undefined {
+    if (!heartbeat) return undefined;
+    if (!this.tlsForwarder) return heartbeat.address;
+    if (heartbeat.clusterAddress && heartbeat.fingerprint) return heartbeat.clusterAddress;
+    return this.options.plaintext === "accept" ? heartbeat.address : undefined;
+  }
+
+  #whyNoAddress(node: string, heartbeat: Heartbeat | undefined): string | undefined {
+    if (!heartbeat || this.#addressOf(heartbeat) !== undefined) return undefined;
+    const now = this.options.clock.monotonic();
+    if (now - this.#skippedLoggedAt >= SKIPPED_PEERS_LOG_MS) {
+      this.#skippedLoggedAt = now;
+      this.options.log.warn(
+        "skipping peers without a cluster listener: this node refuses plain HTTP between nodes",
+        { node },
+      );
+    }
+    return `the actor's node ${node} has no cluster listener and this node refuses plain HTTP ` +
+      `between nodes (--cluster-plaintext refuse); retry`;
   }
 
   /** Whether this node's lease is valid: it may run events only then. */
@@ -212,7 +312,8 @@ export class ClusterPlane {
           const lease = heartbeatOf(node)?.lease;
           return lease === "released" || lease === "fenced";
         },
-        addressOf: (node) => heartbeatOf(node)?.address,
+        addressOf: (node) => this.#addressOf(heartbeatOf(node)),
+        whyNoAddress: (node) => this.#whyNoAddress(node, heartbeatOf(node)),
         isSuspected: (node) => this.#isSuspected(node, heartbeatOf(node)),
       },
       actor,
@@ -266,7 +367,7 @@ export class ClusterPlane {
     signal?: AbortSignal,
   ): Promise<ForwardOutcome> {
     const path = actorPath(actor, request);
-    const result = await this.forwarder.forward(address, {
+    const result = await this.#forwarderFor(address).forward(address, {
       method: request.method,
       path,
       headers: request.headers,
@@ -274,7 +375,12 @@ export class ClusterPlane {
     }, { signal }).catch((error) => {
       // The client left: nobody reads the answer.
       if (signal?.aborted) {
-        return { kind: "unreachable" as const, written: true, reason: "the client left" };
+        const left: ForwardResult = {
+          kind: "unreachable",
+          written: true,
+          reason: "the client left",
+        };
+        return left;
       }
       throw error;
     });
@@ -287,7 +393,8 @@ export class ClusterPlane {
       };
     }
     this.options.log.warn("forwarding failed", { node, address, reason: result.reason });
-    if (!result.written) this.#suspect(node);
+    // A refused handshake proves the peer up: it is not suspected for it.
+    if (!result.written && !(result.unansweredNew && isTls(address))) this.#suspect(node);
     return { kind: "failed", status: 503, message: "the actor's node did not answer; retry" };
   }
 
@@ -303,7 +410,9 @@ export class ClusterPlane {
     request: ActorRequest,
     call: { caller: string; chain: readonly string[] },
   ): Promise<ForwardOutcome | { kind: "not-run"; error: string }> {
-    const path = actorPath(actor, request);
+    // Sent and signed as the peer's URL parser will read it.
+    const url = new URL(actorPath(actor, request), "http://peer");
+    const path = url.pathname + url.search;
     let signature: [string, string][];
     try {
       if (!this.options.signCall) throw new Error("this node cannot sign calls");
@@ -321,12 +430,42 @@ export class ClusterPlane {
         error: `calls between nodes are stopped: ${(error as Error).message}`,
       };
     }
-    const result = await this.forwarder.forward(address, {
-      method: request.method,
-      path,
-      headers: [...request.headers, ...signature],
-      body: request.body,
-    });
+    const send = () =>
+      this.#forwarderFor(address).forward(address, {
+        method: request.method,
+        path,
+        // The signature carries the caller and chain, believed only with it.
+        headers: [
+          ...request.headers.filter(([name]) =>
+            name !== "x-wasmkeep-caller" && name !== "x-wasmkeep-chain"
+          ),
+          ...signature,
+        ],
+        body: request.body,
+      });
+    let result = await send();
+    if (result.kind === "unreachable" && result.unansweredNew && isTls(address)) {
+      // The peer refused this node's certificate (it saw this node's
+      // heartbeat expire) and read nothing: once this node's next heartbeat
+      // landed and two periods passed, it has seen it live again.
+      const { periodMs } = this.options.timing;
+      this.options.log.info("a peer refused this node's certificate; the call waits to retry", {
+        node,
+      });
+      const landed = await this.lease.writeLanded(this.options.clock.monotonic(), 2 * periodMs);
+      if (!landed) {
+        return {
+          kind: "not-run",
+          error:
+            `node ${node} refused this node's certificate (this node's heartbeat did not land)`,
+        };
+      }
+      await this.options.clock.sleep(2 * periodMs);
+      result = await send();
+      if (result.kind === "unreachable" && result.unansweredNew) {
+        return { kind: "not-run", error: `node ${node} refused this node's certificate` };
+      }
+    }
     if (result.kind === "response") return this.#answered(result, node);
     if (result.kind === "timeout") {
       return { kind: "not-run", error: `the actor's node ${node} did not answer within 30 s` };
@@ -336,8 +475,15 @@ export class ClusterPlane {
       address,
       reason: result.reason,
     });
-    if (!result.written) this.#suspect(node);
+    if (!result.written && !(result.unansweredNew && isTls(address))) this.#suspect(node);
     return { kind: "not-run", error: `the actor's node ${node} did not answer; retry` };
+  }
+
+  #forwarderFor(address: string): Forwarder {
+    if (!isTls(address)) return this.forwarder;
+    // Only a node with a listener picks a peer's https address.
+    if (!this.tlsForwarder) throw new Error(`no TLS forwarder for ${address}`);
+    return this.tlsForwarder;
   }
 
   #answered(
@@ -367,5 +513,6 @@ export class ClusterPlane {
     await this.lease.release().catch(() => false);
     this.lease.close();
     await this.forwarder.close();
+    await this.tlsForwarder?.close();
   }
 }

@@ -200,6 +200,8 @@ export class NodeLease {
   #etag: string | undefined;
   /** Line 4 of the last live write known to be in the object. */
   #lastLiveAt: number | undefined;
+  /** Waiters for a live write sent after their time to land, by that time. */
+  readonly #writeWaiters = new Set<{ after: number; landed: (ok: boolean) => void }>();
   /** Writes sent since the last one known to have landed, that may have landed. */
   #unresolved: SentWrite[] = [];
   #validUntil = -Infinity;
@@ -330,6 +332,44 @@ export class NodeLease {
    */
   get validSince(): number | undefined {
     return this.#validSince;
+  }
+
+  /**
+   * Resolves true once a live heartbeat write sent at or after `after` (on
+   * `clock.monotonic()`) landed, false if none did within `withinMs`: a peer
+   * that refused this node's certificate has seen it live again after such
+   * a write and a listing.
+   *
+   * @example
+   * ```ts
+   * import { NodeLease } from "./node_lease.ts";
+   * import { leaseTiming } from "./lease_timing.ts";
+   * import { MemoryBucket } from "../bucket/memory.ts";
+   * import { systemClock } from "../time/clock.ts";
+   * import { createLogger } from "../log.ts";
+   * const timing = leaseTiming(3000);
+   * const lease = new NodeLease({ bucket: new MemoryBucket(), clock: systemClock,
+   *   log: createLogger(), nodeId: "a", processToken: "p1", timing,
+   *   describe: () => ({ address: "http://a:8080", readsSecrets: false, takesMoved: true,
+   *     version: "0.3.0", state: "serving" }) });
+   * await lease.start(undefined);
+   * console.log(await lease.writeLanded(systemClock.monotonic(), 2 * timing.periodMs)); // true
+   * lease.close();
+   * ```
+   */
+  writeLanded(after: number, withinMs: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      const waiter = {
+        after,
+        landed: (ok: boolean) => {
+          timer.cancel();
+          this.#writeWaiters.delete(waiter);
+          resolve(ok);
+        },
+      };
+      const timer = this.#clock.setTimer(withinMs, () => waiter.landed(false));
+      this.#writeWaiters.add(waiter);
+    });
   }
 
   /**
@@ -478,6 +518,7 @@ export class NodeLease {
     this.#renewTimer?.cancel();
     this.#expiryTimer?.cancel();
     this.#renewTimer = this.#expiryTimer = undefined;
+    for (const waiter of [...this.#writeWaiters]) waiter.landed(false);
     this.#closing.abort(new Error(`${this.#key}: the node lease was closed`));
   }
 
@@ -612,6 +653,9 @@ export class NodeLease {
     this.#unresolved = [];
     if (sent.lease !== "live") return;
     this.#lastLiveAt = sent.at;
+    for (const waiter of this.#writeWaiters) {
+      if (sent.sentAt >= waiter.after) waiter.landed(true);
+    }
     if (this.#failuresInARow > 0) {
       this.#log.info("heartbeat written again", { key: this.#key, failed: this.#failuresInARow });
       this.#failuresInARow = 0;

@@ -23,8 +23,13 @@ export interface RouterView {
   isLive(nodeId: string): boolean;
   /** Whether a node's heartbeat says released or fenced: its actors are free. */
   isGone(nodeId: string): boolean;
-  /** The address a live node forwards to (its heartbeat's `--advertise`). */
+  /**
+   * The address to send a live node's requests to (its cluster listener, or
+   * its `--advertise`), or undefined when this node may not reach it.
+   */
   addressOf(nodeId: string): string | undefined;
+  /** Why a live node has no address for this node, when it has none. */
+  whyNoAddress?(nodeId: string): string | undefined;
   /**
    * Whether a live node is suspected: this node could not open a connection
    * to it, and no lease write of it since proves it alive.
@@ -83,7 +88,8 @@ export async function routeRequest(
       return {
         kind: "unavailable",
         node: record.node,
-        message: `the actor is held by node ${record.node}; retry`,
+        message: (!forwarded && view.whyNoAddress?.(record.node)) ||
+          `the actor is held by node ${record.node}; retry`,
         ownerDown: false,
       };
     }
