@@ -5,8 +5,16 @@
  */
 
 import assert from "node:assert/strict";
-import { type NodeProcess, startNode, TESTBED_WASM } from "../helpers/node_process.ts";
-import { clusterStatus, request, scratchDir } from "../helpers/cluster.ts";
+import { type NodeProcess, runWasmkeep, startNode, TESTBED_WASM } from "../helpers/node_process.ts";
+import { clusterStatus, nodeFlags, request, scratchDir } from "../helpers/cluster.ts";
+import { FileBucket } from "../../src/bucket/file.ts";
+import { decodeHeartbeat, encodeHeartbeat } from "../../src/cluster/heartbeat.ts";
+import { createNodeIdentity } from "../../src/security/node_identity.ts";
+import { type ByteConn, tlsConnector } from "../../src/http/tls_connect.ts";
+import { loadClusterSecret } from "../../src/security/cluster_secret.ts";
+import { signCall } from "../../src/security/call_signature.ts";
+import { systemClock, systemRandom } from "../../src/time/clock.ts";
+import { createLogger } from "../../src/log.ts";
 
 const TESTBED = [
   "--actor",
@@ -120,6 +128,160 @@ Deno.test("cluster listeners: forwarding and actors.call between two nodes over 
       await Promise.all([a.stop(), b.stop()]);
     }
   } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/** Sends one GET over `conn` and reads until the answer's end or the connection's: its status, or null. */
+async function getOver(conn: ByteConn, path: string): Promise<number | null> {
+  await conn.write(new TextEncoder().encode(`GET ${path} HTTP/1.1\r\nhost: peer\r\n\r\n`));
+  const buffer = new Uint8Array(4096);
+  let text = "";
+  while (!/\r\n\r\n[\s\S]*\n/.test(text)) {
+    const n = await conn.read(buffer).catch(() => null);
+    if (n === null) return null;
+    text += new TextDecoder().decode(buffer.subarray(0, n));
+  }
+  return Number(text.slice(9, 12));
+}
+
+/** Whether `conn` is closed by its peer within `ms`. */
+async function closedWithin(conn: ByteConn, ms: number): Promise<boolean> {
+  const buffer = new Uint8Array(1024);
+  const timeout = new Promise<"open">((resolve) => setTimeout(() => resolve("open"), ms));
+  const read = conn.read(buffer).then((n) => n === null ? "closed" : "data", () => "closed");
+  return await Promise.race([read, timeout]) === "closed";
+}
+
+Deno.test("revocation: a peer whose heartbeat is fenced, or stops, is cut and refused at the handshake within 10 s", async () => {
+  const dir = await scratchDir("wk-tls-");
+  const bucketUrl = `file://${dir}/bucket`;
+  const bucket = new FileBucket(`${dir}/bucket`);
+  try {
+    const a = await startTlsNode("a", dir, bucketUrl);
+    try {
+      const aHeartbeat = decodeHeartbeat((await bucket.get("nodes/a"))!.body, "nodes/a");
+      const aPort = Number(new URL(aHeartbeat.clusterAddress!).port);
+      // A peer of our own making: its heartbeat names its certificate.
+      for (const ending of ["fenced", "expired"] as const) {
+        const peer = await createNodeIdentity({ nodeId: "z", hosts: ["127.0.0.1"] });
+        let beating = true;
+        const beat = async () => {
+          while (beating) {
+            await bucket.put(
+              "nodes/z",
+              encodeHeartbeat({
+                format: 2,
+                nodeId: "z",
+                process: crypto.randomUUID().slice(0, 16),
+                at: Date.now(),
+                lease: "live",
+                address: "http://127.0.0.1:1",
+                clusterAddress: "https://127.0.0.1:2",
+                fingerprint: peer.fingerprint,
+                readsSecrets: false,
+                takesMoved: false,
+                version: "0.1.0",
+                state: "serving",
+              }),
+            );
+            await new Promise((resolve) => setTimeout(resolve, 500));
+          }
+        };
+        const beats = beat();
+        const connect = tlsConnector({ identity: peer, pinFor: () => aHeartbeat.fingerprint });
+        // Let in once a listing showed it (a period, 0.9 s with a ttl of 3 s).
+        let open: ByteConn | undefined;
+        for (let tries = 0; tries < 40 && !open; tries++) {
+          await new Promise((resolve) => setTimeout(resolve, 250));
+          const conn = await connect("127.0.0.1", aPort, AbortSignal.timeout(5000));
+          if (await getOver(conn, "/_wasmkeep/health") === 200) open = conn;
+          else conn.close();
+        }
+        assert.ok(open, "a live peer is let in");
+        // Off the cluster port: no metrics, nothing but actors and checks.
+        assert.equal(await getOver(open, "/_wasmkeep/metrics"), 404);
+
+        const revokedAt = performance.now();
+        beating = false;
+        await beats;
+        if (ending === "fenced") {
+          const fenced = await runWasmkeep(["cluster", "fence", "z", "--bucket", bucketUrl]);
+          assert.equal(fenced.code, 0, fenced.stderr);
+        }
+        assert.ok(await closedWithin(open, 10_000), `the open connection is cut (${ending})`);
+        const cutAfter = performance.now() - revokedAt;
+        const again = await connect("127.0.0.1", aPort, AbortSignal.timeout(5000))
+          .then((conn) => getOver(conn, "/_wasmkeep/health"), () => null);
+        assert.equal(again, null, `a new handshake is refused (${ending})`);
+        assert.ok(cutAfter < 10_000, `${ending}: cut after ${cutAfter} ms`);
+        console.log(`${ending}: connection cut ${Math.round(cutAfter)} ms after the change`);
+      }
+      assert.match(a.logs(), /closed connections of peers no longer trusted/);
+    } finally {
+      await a.stop();
+    }
+  } finally {
+    await bucket.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("signed calls: on --listen in accept mode a signed call's caller is believed once, a replay is refused; a refusing node treats it as a client's", async () => {
+  const dir = await scratchDir("wk-tls-");
+  const bucketUrl = `file://${dir}/bucket`;
+  const bucket = new FileBucket(`${dir}/bucket`);
+  try {
+    const [plain, refusing] = await Promise.all([
+      startNode([
+        ...TESTBED,
+        ...nodeFlags("p"),
+        "--data-dir",
+        `${dir}/p`,
+        "--bucket",
+        bucketUrl,
+      ]),
+      startTlsNode("r", dir, bucketUrl),
+    ]);
+    try {
+      const secret = await loadClusterSecret(bucket, { random: systemRandom, log: createLogger() });
+      const signed = (node: string, path: string) =>
+        signCall(secret, {
+          targetNode: node,
+          method: "GET",
+          path,
+          body: new Uint8Array(),
+          caller: "default/testbed/w",
+          chain: ["default/testbed/v"],
+        }, { clock: systemClock, random: systemRandom });
+      let headers = signed("p", "/actor/vault/s/caller");
+      let answer = await request(`${plain.url}/actor/vault/s/caller`, { headers });
+      assert.deepEqual([answer.status, answer.body], [
+        200,
+        "default/testbed/w\ndefault/testbed/v",
+      ]);
+      answer = await request(`${plain.url}/actor/vault/s/caller`, { headers });
+      assert.equal(answer.status, 403);
+      assert.match(answer.body, /^bad, expired or misaddressed signature \(.*nonce/);
+      // Signed for another node: refused.
+      answer = await request(`${plain.url}/actor/vault/s/caller`, {
+        headers: signed("q", "/actor/vault/s/caller"),
+      });
+      assert.equal(answer.status, 403);
+      // A refusing node counts calls only on its cluster port: on --listen
+      // the same signed call is a client's, and internal classes refuse it.
+      headers = signed("r", "/actor/testbed/t/caller");
+      answer = await request(`${refusing.url}/actor/testbed/t/caller`, { headers });
+      assert.deepEqual([answer.status, answer.body], [200, "-\n-"]);
+      answer = await request(`${refusing.url}/actor/vault/s2/caller`, {
+        headers: signed("r", "/actor/vault/s2/caller"),
+      });
+      assert.equal(answer.status, 403);
+    } finally {
+      await Promise.all([plain.stop(), refusing.stop()]);
+    }
+  } finally {
+    await bucket.close();
     await Deno.remove(dir, { recursive: true });
   }
 });
