@@ -10,6 +10,7 @@
 
 import type { PutOptions } from "../src/bucket/bucket.ts";
 import type { LeaseTiming } from "../src/cluster/lease_timing.ts";
+import type { ReplicationBreak } from "./executor.ts";
 
 /** How a variant breaks the real code. */
 export interface Variant {
@@ -26,6 +27,12 @@ export interface Variant {
   takeRule?: "not-live";
   /** Changes a process's writes to its own heartbeat. */
   ownHeartbeatPut?: (options: PutOptions) => PutOptions;
+  /**
+   * Breaks replication (sim/executor.ts): `no-base`, a hold's base is never
+   * stored; `trust-local`, the restore is shown no history past a cleanly
+   * closed local file.
+   */
+  replication?: ReplicationBreak;
   /** The invariants expected to catch it (any violation counts as caught). */
   caughtBy: string[];
   /**
@@ -97,5 +104,35 @@ export const VARIANTS: Record<string, Variant> = {
     ownHeartbeatPut: ({ signal }) => ({ signal }),
     caughtBy: ["heartbeat-after-fence", "two-holders", "event-while-other-holds"],
     bound: 15,
+  },
+  "upload-not-fenced": {
+    name: "upload-not-fenced",
+    description: "uploads are not fenced by generation: a hold's base (wal/<gen>/base, the " +
+      "TXID its generation starts from) is answered as written but never stored, so nothing " +
+      "caps an earlier holder's late uploads, which a restore then takes for the chain",
+    replication: "no-base",
+    caughtBy: [
+      "chain-differs",
+      "history-unrestorable",
+      "durable-write-lost",
+      "txid-backwards",
+      "replay-differs",
+    ],
+    bound: 1000,
+  },
+  "restore-trusts-local": {
+    name: "restore-trusts-local",
+    description: "the restore trusts a cleanly closed local file without checking it against " +
+      "the bucket's chain: it is shown no history past the file's .pos, finds the file " +
+      "current, and the hold goes on from it",
+    replication: "trust-local",
+    caughtBy: [
+      "durable-write-lost",
+      "txid-backwards",
+      "chain-differs",
+      "history-unrestorable",
+      "replay-differs",
+    ],
+    bound: 1000,
   },
 };

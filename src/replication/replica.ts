@@ -301,19 +301,32 @@ export class ActorReplica {
     this.#closed = true;
     closeDatabase();
     const path = positionPath(this.options.path);
+    // Synchronous, like the rest of this file's local I/O: a few bytes, and
+    // an executor's events already run SQLite synchronously. An asynchronous
+    // write would end at a moment the thread pool decides, which the
+    // simulator (sim/) could not replay.
     if (this.uploader.failed) {
-      await Deno.remove(path).catch(() => {});
+      removePosition(path);
       return false;
     }
     const { txid, checksum } = this.#position;
-    await Deno.writeTextFile(path, JSON.stringify({ txid: hex(txid), checksum: hex(checksum) }));
+    Deno.writeTextFileSync(path, JSON.stringify({ txid: hex(txid), checksum: hex(checksum) }));
     return true;
   }
 
   /** Drops the replica without waiting: the executor discards the actor. */
   abandon(): void {
     this.#closed = true;
-    Deno.remove(positionPath(this.options.path)).catch(() => {});
+    removePosition(positionPath(this.options.path));
+  }
+}
+
+/** Removes a `.pos` file; one that is missing or cannot be removed changes nothing here. */
+function removePosition(path: string): void {
+  try {
+    Deno.removeSync(path);
+  } catch {
+    // Missing, or the disk refused: the next wake checks the file against the bucket anyway.
   }
 }
 
