@@ -119,12 +119,17 @@ function verifySignedCall(
 ): CallVerdict | undefined {
   if (!request.headers.has(SIGNATURE_HEADER)) return undefined;
   if (!calls.secret) {
-    return { ok: false, reason: "this node has not read the cluster secret yet; retry" };
+    return {
+      ok: false,
+      status: 503,
+      reason: "this node has not read the cluster secret yet; retry",
+    };
   }
   const verified = verifyCall(calls.secret, { thisNode: nodeId, ...request }, { clock, nonces });
   if (verified.ok) return verified;
   log.warn("refused a signed call", { reason: verified.reason });
-  return { ok: false, reason: verified.reason };
+  // A full nonce cache or a malformed secret says nothing against the call.
+  return { ok: false, status: verified.kind === "bad" ? 403 : 503, reason: verified.reason };
 }
 
 /** The names the node's certificate is for: the advertised host, and the bound one when specific. */

@@ -9,12 +9,7 @@
  */
 
 import type { ActorKey } from "./key.ts";
-
-/** The calling actor of an event started by actors.call, as an {@linkcode actorRef}. */
-export const CALLER_HEADER = "x-wasmkeep-caller";
-
-/** The actors waiting on the caller, outermost first, comma-separated {@linkcode actorRef}s. */
-export const CHAIN_HEADER = "x-wasmkeep-chain";
+import { CALLER_HEADER, CHAIN_HEADER } from "../security/call_signature.ts";
 
 /**
  * The most actors waiting on one another in one chain of calls: a call that

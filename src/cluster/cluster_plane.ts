@@ -7,6 +7,7 @@
  */
 
 import type { Bucket } from "../bucket/bucket.ts";
+import { CALLER_HEADER, CHAIN_HEADER } from "../security/call_signature.ts";
 import type { ActorId } from "../bucket/keys.ts";
 import type { Clock } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
@@ -436,9 +437,7 @@ export class ClusterPlane {
         path,
         // The signature carries the caller and chain, believed only with it.
         headers: [
-          ...request.headers.filter(([name]) =>
-            name !== "x-wasmkeep-caller" && name !== "x-wasmkeep-chain"
-          ),
+          ...request.headers.filter(([name]) => name !== CALLER_HEADER && name !== CHAIN_HEADER),
           ...signature,
         ],
         body: request.body,

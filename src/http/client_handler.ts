@@ -9,6 +9,7 @@ import type { EventOutcome } from "../actors/executor_pool.ts";
 import type { ActorRequest } from "../actors/protocol.ts";
 import { concatBytes } from "../bytes.ts";
 import { withCallHeaders } from "../actors/call_chain.ts";
+import { CALL_HEADERS } from "../security/call_signature.ts";
 
 /** The header naming the node that answered. */
 export const NODE_HEADER = "x-wasmkeep-node";
@@ -56,13 +57,14 @@ export interface SignedRequest {
 /** A signed call believed (its caller and chain), or refused with the reason. */
 export type CallVerdict =
   | { ok: true; caller: string; chain: string[] }
-  | { ok: false; reason: string };
+  /** 403 for a signature that is not the cluster's; 503 while this node cannot check one. */
+  | { ok: false; status: 403 | 503; reason: string };
+
+const CALL_HEADER_NAMES = new Set(CALL_HEADERS);
 
 /** Headers only the node sets: a client's are dropped (a forged caller, a stray signature). */
 function isCallHeader(name: string): boolean {
-  return name.startsWith("x-wasmkeep-") &&
-    (name === "x-wasmkeep-caller" || name === "x-wasmkeep-chain" ||
-      name === "x-wasmkeep-signature" || name.startsWith("x-wasmkeep-call-"));
+  return name.startsWith("x-wasmkeep-") && CALL_HEADER_NAMES.has(name);
 }
 
 /** A one-line plain-text answer. */
@@ -191,7 +193,10 @@ export function createClientHandler(
       body,
       headers: request.headers,
     });
-    if (verdict && !verdict.ok) return withNode(textResponse(403, verdict.reason));
+    if (verdict && !verdict.ok) {
+      const retry: Record<string, string> = verdict.status === 503 ? { "retry-after": "1" } : {};
+      return withNode(textResponse(verdict.status, verdict.reason, retry));
+    }
     if (verdict) eventHeaders = withCallHeaders(eventHeaders, verdict.caller, verdict.chain);
     else if (context.isInternal?.(className)) {
       return withNode(

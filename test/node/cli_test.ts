@@ -39,6 +39,58 @@ Deno.test("usage errors exit 2 naming the flag", async () => {
         ["serve", "--actor", `counter=${COUNTER_WASM}`, "--max-body-bytes", "40000000"],
         /--max-body-bytes must be at most 33554432/,
       ],
+      [
+        ["serve", "--actor", `counter=${COUNTER_WASM}`, "--node-id", "a", "--bucket", "file:///b"],
+        /--node-id without --cluster-listen needs --cluster-plaintext accept/,
+      ],
+      [
+        [
+          "serve",
+          "--actor",
+          `counter=${COUNTER_WASM}`,
+          "--node-id",
+          "a",
+          "--bucket",
+          "file:///b",
+          "--cluster-listen",
+          "0.0.0.0:7443",
+        ],
+        /--cluster-listen needs --cluster-advertise https:\/\/HOST:PORT/,
+      ],
+      [
+        [
+          "serve",
+          "--actor",
+          `counter=${COUNTER_WASM}`,
+          "--node-id",
+          "a",
+          "--bucket",
+          "file:///b",
+          "--cluster-listen",
+          "0.0.0.0:7443",
+          "--cluster-advertise",
+          "http://10.0.0.11:7443",
+        ],
+        /--cluster-advertise must be https:\/\/HOST:PORT/,
+      ],
+      [
+        [
+          "serve",
+          "--actor",
+          `counter=${COUNTER_WASM}`,
+          "--bucket",
+          "file:///b",
+          "--cluster-listen",
+          "0.0.0.0:7443",
+          "--cluster-advertise",
+          "https://10.0.0.11:7443",
+        ],
+        /--cluster-listen and --cluster-advertise go only with --node-id/,
+      ],
+      [
+        ["serve", "--actor", `counter=${COUNTER_WASM}`, "--access", "counter=existing"],
+        /--access counter=existing: the rule must be open or internal/,
+      ],
       [["frobnicate"], /unknown command 'frobnicate'/],
     ] as const
   ) {

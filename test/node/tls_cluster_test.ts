@@ -285,3 +285,96 @@ Deno.test("signed calls: on --listen in accept mode a signed call's caller is be
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+/** Starts plain node `id` (no listener, accept mode). */
+function startPlainNode(id: string, dir: string, bucketUrl: string): Promise<NodeProcess> {
+  return startNode([
+    ...TESTBED,
+    ...nodeFlags(id),
+    "--data-dir",
+    `${dir}/${id}`,
+    "--bucket",
+    bucketUrl,
+  ]);
+}
+
+/** x is held by the first node, y by the second: each is reached through the other, and y calls x. */
+async function assertServing(first: NodeProcess, second: NodeProcess, step: string) {
+  const x = await request(`${first.url}/actor/testbed/x/insert?${step}`, { method: "POST" });
+  assert.equal(x.status, 200, `${step}: ${x.body}`);
+  const y = await request(`${second.url}/actor/testbed/y/insert?${step}`, { method: "POST" });
+  assert.equal(y.status, 200, `${step}: ${y.body}`);
+  const viaSecond = await request(`${second.url}/actor/testbed/x/rows`);
+  assert.equal(viaSecond.status, 200, `${step}: x through the second node: ${viaSecond.body}`);
+  const viaFirst = await request(`${first.url}/actor/testbed/y/rows`);
+  assert.equal(viaFirst.status, 200, `${step}: y through the first node: ${viaFirst.body}`);
+  const called = await request(`${second.url}/actor/testbed/y/${call("vault/vx/caller")}`);
+  assert.equal(called.status, 200, `${step}: y calls an internal class: ${called.body}`);
+}
+
+Deno.test("moving from accept to refuse in the spec's order keeps serving; the wrong order gives the documented 503", async () => {
+  const dir = await scratchDir("wk-tls-");
+  const bucketUrl = `file://${dir}/bucket`;
+  const running: NodeProcess[] = [];
+  const start = async (node: Promise<NodeProcess>) => {
+    const started = await node;
+    running.push(started);
+    return started;
+  };
+  const stop = async (node: NodeProcess) => {
+    await node.stop();
+    running.splice(running.indexOf(node), 1);
+  };
+  try {
+    let a = await start(startPlainNode("a", dir, bucketUrl));
+    let b = await start(startPlainNode("b", dir, bucketUrl));
+    await assertServing(a, b, "plain");
+    // 1. A listener on each node, one at a time, keeping accept.
+    await stop(a);
+    a = await start(startTlsNode("a", dir, bucketUrl, { accept: true }));
+    await assertServing(a, b, "a-tls-accept");
+    let status = await clusterStatus(bucketUrl);
+    assert.match(status.stdout, /warning: mixed plain and TLS nodes: b still plain/);
+    await stop(b);
+    b = await start(startTlsNode("b", dir, bucketUrl, { accept: true }));
+    await assertServing(a, b, "both-tls-accept");
+    status = await clusterStatus(bucketUrl);
+    assert.doesNotMatch(status.stdout, /warning: mixed/);
+    // 2. Then without accept, one at a time.
+    await stop(a);
+    a = await start(startTlsNode("a", dir, bucketUrl));
+    await assertServing(a, b, "a-refuse");
+    await stop(b);
+    b = await start(startTlsNode("b", dir, bucketUrl));
+    await assertServing(a, b, "both-refuse");
+
+    // The wrong order: b back to plain while a refuses plain HTTP.
+    await stop(b);
+    b = await start(startPlainNode("b", dir, bucketUrl));
+    const taken = await request(`${b.url}/actor/testbed/y/rows`);
+    assert.deepEqual([taken.status, taken.node], [200, "b"]);
+    // Once a has listed b's new heartbeat (a period: 0.9 s with a 3 s ttl).
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    const refused = await request(`${a.url}/actor/testbed/y/rows`);
+    assert.equal(refused.status, 503);
+    assert.equal(refused.retryAfter, "1");
+    assert.match(
+      refused.body,
+      /the actor's node b has no cluster listener and this node refuses plain HTTP between nodes \(--cluster-plaintext refuse\); retry/,
+    );
+    assert.match(a.logs(), /skipping peers without a cluster listener/);
+    // And b's calls to a count as a client's there: an internal class refuses them.
+    // va taken by a (x calls it there), then y on b calls it.
+    const held = await request(`${a.url}/actor/testbed/x/${call("vault/va/rows")}`);
+    assert.deepEqual([held.status, held.node], [200, "a"]);
+    const callFromPlain = await request(`${b.url}/actor/testbed/y/${call("vault/va/caller")}`);
+    assert.equal(callFromPlain.status, 403, callFromPlain.body);
+    assert.match(callFromPlain.body, /actor class 'vault' is internal/);
+    // a still reports ready: the load balancer keeps it (the spec's warning).
+    const ready = await request(`${a.url}/_wasmkeep/ready`);
+    assert.equal(ready.status, 200);
+  } finally {
+    await Promise.all(running.map((node) => node.stop()));
+    await Deno.remove(dir, { recursive: true });
+  }
+});
