@@ -233,6 +233,7 @@ export class WasmKeepNode {
   #clusterListener: ClusterListener | undefined;
   #revokeTimer: Timer | undefined;
   #random!: Random;
+  #metrics!: MetricsRegistry;
   readonly #failed = Promise.withResolvers<never>();
   #stopping: Promise<void> | undefined;
   readonly #probeAbort = new AbortController();
@@ -628,6 +629,7 @@ export class WasmKeepNode {
     node.#clusterHandler = clusterHandler;
     node.#clusterConnections = clusterConnections;
     node.#random = random;
+    node.#metrics = metrics;
     node.whenReady = node.#probe(bucketUrl, random);
     // Callers that never await whenReady must not see an unhandled rejection.
     node.whenReady.catch(() => {});
@@ -692,7 +694,19 @@ export class WasmKeepNode {
           maxBodyBytes: this.options.maxBodyBytes,
           log: this.log,
           clock: this.clock,
+          onRefused: (_fingerprint, reason) =>
+            this.#metrics.counter(
+              "wasmkeep_cluster_refused_connections_total",
+              "Connections to the cluster listener closed: no certificate, one no live heartbeat names, trust withdrawn, or over the cap.",
+              { reason },
+            ),
         });
+        const listener = this.#clusterListener;
+        this.#metrics.gauge(
+          "wasmkeep_cluster_connections",
+          "Connections open on the cluster listener.",
+          () => listener.stats().open,
+        );
       } catch (error) {
         await this.stop();
         throw new NodeStartError(

@@ -218,6 +218,15 @@ Deno.test("revocation: a peer whose heartbeat is fenced, or stops, is cut and re
         console.log(`${ending}: connection cut ${Math.round(cutAfter)} ms after the change`);
       }
       assert.match(a.logs(), /closed connections of peers no longer trusted/);
+      const metrics = await (await fetch(`${a.url}/_wasmkeep/metrics`)).text();
+      assert.match(
+        metrics,
+        /wasmkeep_cluster_refused_connections_total\{reason="no longer trusted"\} [1-9]/,
+      );
+      assert.match(
+        metrics,
+        /wasmkeep_cluster_refused_connections_total\{reason="untrusted certificate"\} [1-9]/,
+      );
     } finally {
       await a.stop();
     }
