@@ -1,0 +1,314 @@
+/**
+ * What mutual TLS costs a request between nodes, on loopback: the median
+ * round trip of a small request and its answer over one kept-alive
+ * connection, for each way of serving it, measured in the same run
+ * (alternating, round after round):
+ *
+ * - plain TCP to `Deno.serve` (the client listener's server);
+ * - plain TCP to a `node:http` server, on Deno's native fast path and on
+ *   its JavaScript parser (which the cluster listener uses, being TLS), to
+ *   tell the `node:http` server's own cost from TLS's;
+ * - `tlsConnector` to a bare `node:https` server with the cluster
+ *   listener's TLS settings (TLS alone), and to a `ClusterListener` (TLS
+ *   plus the adapter to web `Request`/`Response`);
+ * - `Deno.connectTls` with the CA and a client certificate to the
+ *   `ClusterListener` (Deno's client instead of `node:tls`).
+ *
+ * The servers run in a child process, the client here, so each has a core.
+ * Then, in this process: the median time of a full handshake, and of
+ * `ClusterListener.revoke()` with 1,024 open connections.
+ *
+ * Usage: `deno run -A bench/tls_bench.ts [--rounds 5] [--requests 2000]`
+ * (about a minute). Role used internally: `--role server`.
+ *
+ * @module
+ */
+
+import http from "node:http";
+import https from "node:https";
+import { ClusterListener } from "../src/http/cluster_listener.ts";
+import { type ByteConn, tlsConnector } from "../src/http/tls_connect.ts";
+import { createLogger } from "../src/log.ts";
+import { createNodeIdentity, type NodeIdentity } from "../src/security/node_identity.ts";
+import { cpuModel, flag } from "./processes.ts";
+
+const encoder = new TextEncoder();
+const REQUEST = encoder.encode("GET /actor/c/n HTTP/1.1\r\nhost: bench\r\n\r\n");
+const ANSWER_BODY = "1";
+
+interface ServerPorts {
+  denoServe: number;
+  nodeHttpNative: number;
+  nodeHttpClassic: number;
+  nodeHttpsBare: number;
+  cluster: number;
+  caPem: string;
+  fingerprint: string;
+}
+
+/** The child: every server, answering `1`; prints their ports as one JSON line. */
+async function runServers(): Promise<void> {
+  const identity = await createNodeIdentity({ nodeId: "server", hosts: ["127.0.0.1"] });
+  const listen = (server: http.Server) =>
+    new Promise<number>((resolve) => {
+      server.listen(0, "127.0.0.1", () => resolve((server.address() as { port: number }).port));
+    });
+  const answer = (_req: http.IncomingMessage, res: http.ServerResponse) => {
+    res.writeHead(200, { "content-length": "1", "content-type": "text/plain" });
+    res.end(ANSWER_BODY);
+  };
+  const denoServe = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    () => new Response(ANSWER_BODY),
+  );
+  const native = http.createServer(answer);
+  const classic = http.createServer(answer);
+  // A 'connection' listener of its own keeps node:http off its native fast
+  // path, on the JavaScript parser that a TLS server always uses.
+  classic.on("connection", () => {});
+  const bare = https.createServer({
+    key: identity.keyPem,
+    cert: identity.chainPem,
+    requestCert: true,
+    rejectUnauthorized: false,
+    minVersion: "TLSv1.3",
+    maxVersion: "TLSv1.3",
+  }, answer);
+  const cluster = await ClusterListener.start({
+    hostname: "127.0.0.1",
+    port: 0,
+    identity,
+    trust: () => true,
+    handler: () => Promise.resolve(new Response(ANSWER_BODY)),
+    maxConnections: 1024,
+    maxBodyBytes: 1024 * 1024,
+    log: createLogger({ level: "warn" }),
+  });
+  const ports: ServerPorts = {
+    denoServe: denoServe.addr.port,
+    nodeHttpNative: await listen(native),
+    nodeHttpClassic: await listen(classic),
+    nodeHttpsBare: await listen(bare),
+    cluster: cluster.address.port,
+    caPem: identity.caPem,
+    fingerprint: identity.fingerprint,
+  };
+  console.log(JSON.stringify(ports));
+  // Runs until the parent kills it.
+  await new Promise(() => {});
+}
+
+/** Reads one answer with a content-length body; the bytes read. */
+async function readAnswer(conn: ByteConn, buffer: Uint8Array): Promise<void> {
+  let filled = 0;
+  for (;;) {
+    const n = await conn.read(buffer.subarray(filled));
+    if (n === null) throw new Error("the server closed the connection");
+    filled += n;
+    const text = new TextDecoder().decode(buffer.subarray(0, filled));
+    const headEnd = text.indexOf("\r\n\r\n");
+    if (headEnd < 0) continue;
+    const length = Number(text.match(/content-length: *(\d+)/i)?.[1] ?? "0");
+    if (filled >= headEnd + 4 + length) return;
+  }
+}
+
+/** Round trips of `count` requests over `conn`, in microseconds. */
+async function roundTrips(conn: ByteConn, count: number): Promise<number[]> {
+  const buffer = new Uint8Array(4096);
+  const times: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const start = performance.now();
+    for (let offset = 0; offset < REQUEST.length;) {
+      offset += await conn.write(REQUEST.subarray(offset));
+    }
+    await readAnswer(conn, buffer);
+    times.push((performance.now() - start) * 1000);
+  }
+  return times;
+}
+
+function quantile(sorted: number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+}
+
+function median(values: number[]): number {
+  return quantile([...values].sort((a, b) => a - b), 0.5);
+}
+
+interface Case {
+  name: string;
+  open: () => Promise<ByteConn>;
+}
+
+async function measureRoundTrips(ports: ServerPorts, client: NodeIdentity) {
+  const rounds = Number(flag("rounds") ?? "5");
+  const requests = Number(flag("requests") ?? "2000");
+  const plain = (port: number) => () => Deno.connect({ hostname: "127.0.0.1", port });
+  const tls = tlsConnector({ identity: client, pinFor: () => ports.fingerprint });
+  const viaNodeTls = (port: number) => () => tls("127.0.0.1", port, AbortSignal.timeout(5000));
+  const cases: Case[] = [
+    { name: "plain TCP -> Deno.serve", open: plain(ports.denoServe) },
+    { name: "plain TCP -> node:http (native path)", open: plain(ports.nodeHttpNative) },
+    { name: "plain TCP -> node:http (JS parser)", open: plain(ports.nodeHttpClassic) },
+    { name: "tlsConnector -> bare node:https", open: viaNodeTls(ports.nodeHttpsBare) },
+    { name: "tlsConnector -> ClusterListener", open: viaNodeTls(ports.cluster) },
+    {
+      name: "Deno.connectTls -> ClusterListener",
+      open: () =>
+        Deno.connectTls({
+          hostname: "127.0.0.1",
+          port: ports.cluster,
+          caCerts: [ports.caPem],
+          cert: client.chainPem,
+          key: client.keyPem,
+        }),
+    },
+  ];
+  const conns = await Promise.all(cases.map((c) => c.open()));
+  const all: number[][] = cases.map(() => []);
+  const perRound: number[][] = cases.map(() => []);
+  for (let i = 0; i < cases.length; i++) await roundTrips(conns[i], 200); // warm up
+  for (let round = 0; round < rounds; round++) {
+    // Each round in another order, so no case always follows the same one.
+    const order = cases.map((_, i) => (i + round) % cases.length);
+    for (const i of order) {
+      const times = await roundTrips(conns[i], requests);
+      all[i].push(...times);
+      perRound[i].push(median(times));
+    }
+  }
+  for (const conn of conns) conn.close();
+  return cases.map((c, i) => {
+    const sorted = [...all[i]].sort((a, b) => a - b);
+    return {
+      name: c.name,
+      p50: quantile(sorted, 0.5),
+      p90: quantile(sorted, 0.9),
+      rounds: perRound[i],
+    };
+  });
+}
+
+/** Median time of a new connection and its full handshake (plain TCP for comparison). */
+async function measureHandshakes(ports: ServerPorts, client: NodeIdentity) {
+  const tls = tlsConnector({ identity: client, pinFor: () => ports.fingerprint });
+  const time = async (open: () => Promise<ByteConn>) => {
+    const times: number[] = [];
+    for (let i = 0; i < 100; i++) {
+      const start = performance.now();
+      const conn = await open();
+      times.push((performance.now() - start) * 1000);
+      conn.close();
+    }
+    return median(times);
+  };
+  return {
+    tcp: await time(() => Deno.connect({ hostname: "127.0.0.1", port: ports.cluster })),
+    tls: await time(() => tls("127.0.0.1", ports.cluster, AbortSignal.timeout(5000))),
+  };
+}
+
+/** `revoke()` with 1,024 connections of 4 peers: nobody revoked, and one peer of four. */
+async function measureRevoke() {
+  const server = await createNodeIdentity({ nodeId: "server", hosts: ["127.0.0.1"] });
+  const peers = await Promise.all(
+    [0, 1, 2, 3].map((i) => createNodeIdentity({ nodeId: `peer-${i}`, hosts: ["127.0.0.1"] })),
+  );
+  const trusted = new Set(peers.map((peer) => peer.fingerprint));
+  const listener = await ClusterListener.start({
+    hostname: "127.0.0.1",
+    port: 0,
+    identity: server,
+    trust: (fingerprint) => trusted.has(fingerprint),
+    handler: () => Promise.resolve(new Response(ANSWER_BODY)),
+    maxConnections: 1024,
+    maxBodyBytes: 1024,
+    log: createLogger({ level: "error" }),
+  });
+  const conns: ByteConn[] = [];
+  for (let i = 0; i < 1024; i++) {
+    const peer = peers[i % peers.length];
+    const connect = tlsConnector({ identity: peer, pinFor: () => server.fingerprint });
+    conns.push(await connect("127.0.0.1", listener.address.port, AbortSignal.timeout(5000)));
+  }
+  while (listener.stats().trusted < 1024) await new Promise((resolve) => setTimeout(resolve, 10));
+  const unchanged: number[] = [];
+  for (let i = 0; i < 1000; i++) {
+    const start = performance.now();
+    listener.revoke();
+    unchanged.push((performance.now() - start) * 1000);
+  }
+  trusted.delete(peers[0].fingerprint);
+  const start = performance.now();
+  const closed = listener.revoke();
+  const cutting = (performance.now() - start) * 1000;
+  for (const conn of conns) conn.close();
+  await listener.close();
+  return { unchanged: median(unchanged), cutting, closed };
+}
+
+async function main(): Promise<void> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", new URL(import.meta.url).pathname, "--role", "server"],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  try {
+    const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+    let text = "";
+    while (!text.includes("\n")) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error("the server process ended before it listened");
+      text += value;
+    }
+    reader.releaseLock();
+    const ports = JSON.parse(text.slice(0, text.indexOf("\n"))) as ServerPorts;
+    const client = await createNodeIdentity({ nodeId: "client", hosts: ["127.0.0.1"] });
+
+    const results = await measureRoundTrips(ports, client);
+    const handshakes = await measureHandshakes(ports, client);
+    const revoke = await measureRevoke();
+
+    const command = ["deno", "run", "-A", "bench/tls_bench.ts", ...Deno.args].join(" ");
+    console.log(`$ ${command}`);
+    console.log(
+      `Deno ${Deno.version.deno}, ${cpuModel()}, ${navigator.hardwareConcurrency} cores, load ${
+        Deno.loadavg().map((l) => l.toFixed(1)).join(" ")
+      }`,
+    );
+    console.log("");
+    console.log(
+      "| one kept-alive connection, small GET | p50 µs | p90 µs | p50 of each round µs |",
+    );
+    console.log("| --- | ---: | ---: | --- |");
+    for (const r of results) {
+      console.log(
+        `| ${r.name} | ${r.p50.toFixed(1)} | ${r.p90.toFixed(1)} | ${
+          r.rounds.map((m) => m.toFixed(1)).join(", ")
+        } |`,
+      );
+    }
+    console.log("");
+    console.log(
+      `new connection to the ClusterListener, median: TCP only ${
+        handshakes.tcp.toFixed(0)
+      } µs, mutual TLS 1.3 handshake ${handshakes.tls.toFixed(0)} µs`,
+    );
+    console.log(
+      `revoke() over 1,024 connections of 4 peers: ${
+        revoke.unchanged.toFixed(1)
+      } µs when all are still trusted (median of 1,000), ${
+        revoke.cutting.toFixed(0)
+      } µs to close the ${revoke.closed} of one peer`,
+    );
+  } finally {
+    child.kill();
+    await child.status;
+    await child.stdout.cancel().catch(() => {});
+  }
+}
+
+if (flag("role") === "server") await runServers();
+else await main();

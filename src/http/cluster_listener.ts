@@ -1,0 +1,609 @@
+/**
+ * The cluster listener: the port other nodes reach this one on, over mutual
+ * TLS 1.3 (running-a-cluster.md, "Encryption between nodes"). A peer is let
+ * in only if its client certificate's fingerprint is trusted, which the node
+ * answers from the live heartbeats it listed (each heartbeat publishes its
+ * node's fingerprint). Nothing else about the certificate matters: no CA,
+ * names or dates are checked, since every node makes its own at start.
+ *
+ * A refused peer's connection is destroyed as soon as its handshake ends,
+ * before the HTTP server ever sees the socket: no byte it sent is parsed.
+ * Trust is asked again at each request on a connection and for every open
+ * connection at {@linkcode ClusterListener.revoke}, which the node calls
+ * after each listing of the heartbeats, so a peer whose heartbeat was
+ * fenced, released, deleted, replaced by a new key or expired loses its
+ * open connections too ("How fast a removed node loses access").
+ *
+ * It is a `node:https` server, because `Deno.listenTls` cannot ask for a
+ * client certificate, adapting requests and responses to web `Request` and
+ * `Response`.
+ *
+ * @module
+ */
+
+import type http from "node:http";
+import https from "node:https";
+import type { Socket } from "node:net";
+import type tls from "node:tls";
+import { IDLE_TIMEOUT_MS } from "./forward.ts";
+import type { Logger } from "../log.ts";
+import type { NodeIdentity } from "../security/node_identity.ts";
+import { type Clock, systemClock } from "../time/clock.ts";
+
+/** A connection whose TLS handshake has not ended this long after it was accepted is closed. */
+export const HANDSHAKE_TIMEOUT_MS = 5_000;
+/**
+ * An idle kept-alive connection is closed after this long: longer than the
+ * forwarder's own idle timeout, so that the client closes first. A close
+ * from this side can cross a request the client is writing, which the
+ * forwarder must then answer 503 (it cannot know whether it was read).
+ */
+export const KEEP_ALIVE_TIMEOUT_MS = 2 * IDLE_TIMEOUT_MS;
+/** Largest request line plus headers; larger is refused with 431 by `node:http`. */
+export const MAX_REQUEST_HEAD_BYTES = 64 * 1024;
+/** A refused fingerprint (or kind of refusal) is logged at most once in this long. */
+export const REFUSAL_LOG_INTERVAL_MS = 60_000;
+/**
+ * Most fingerprints remembered for {@linkcode REFUSAL_LOG_INTERVAL_MS}; while
+ * all are younger than that, a refusal of another one is not logged (it is
+ * still counted and passed to `onRefused`).
+ */
+export const MAX_REFUSAL_LOG_ENTRIES = 256;
+
+/** Why a connection was closed without being served. */
+export type RefusalReason =
+  | "no client certificate"
+  | "untrusted certificate"
+  | "no longer trusted"
+  | "over the connection cap";
+
+/** The peer a request came from, as its handshake proved it. */
+export interface ClusterPeer {
+  /** The SHA-256 fingerprint of its leaf certificate (uppercase colon hex). */
+  readonly fingerprint: string;
+}
+
+/** Settings of {@linkcode ClusterListener.start}. */
+export interface ClusterListenerOptions {
+  /** Address to bind, such as `0.0.0.0`. */
+  hostname: string;
+  /** Port to bind; 0 picks a free one (see {@linkcode ClusterListener.address}). */
+  port: number;
+  /** This node's key and certificate chain. */
+  identity: NodeIdentity;
+  /**
+   * Whether a peer's certificate fingerprint is trusted now. Asked at each
+   * handshake, each request and, per fingerprint, at each `revoke()`: it must
+   * be cheap. One that throws counts as false.
+   */
+  trust: (fingerprint: string) => boolean;
+  /** Answers a trusted peer's request. One that throws is answered 500. */
+  handler: (request: Request, peer: ClusterPeer) => Promise<Response>;
+  /** Most connections open at once, those in their handshake included. */
+  maxConnections: number;
+  /** Largest request body; a larger one is answered 413 and its connection closed. */
+  maxBodyBytes: number;
+  log: Logger;
+  /** Told of every refused or revoked connection (for metrics); never throttled. */
+  onRefused?: (fingerprint: string | undefined, reason: RefusalReason) => void;
+  /** For the refusal log's throttle; default the system clock. */
+  clock?: Clock;
+}
+
+/** Counts of {@linkcode ClusterListener.stats}. */
+export interface ClusterListenerStats {
+  /** Connections open, those in their handshake included. */
+  open: number;
+  /** Connections of trusted peers, past their handshake. */
+  trusted: number;
+  /** Connections closed after their handshake: no certificate, or one not trusted. */
+  refusedHandshakes: number;
+  /** Connections closed at once because {@linkcode ClusterListenerOptions.maxConnections} were open. */
+  refusedOverCap: number;
+  /** Handshakes that failed or timed out (not TLS, a bad signature, too slow). */
+  failedHandshakes: number;
+  /** Connections of trusted peers closed later because trust was withdrawn. */
+  revoked: number;
+}
+
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+]);
+const EMPTY = new Uint8Array(0);
+/** A host header's name or address (IPv6 in brackets) and optional port. */
+const HOST_HEADER = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?$/;
+const encoder = new TextEncoder();
+
+/**
+ * A mutual-TLS HTTP/1.1 listener for requests from other nodes.
+ *
+ * @example
+ * ```ts
+ * import { ClusterListener } from "./cluster_listener.ts";
+ * import { createNodeIdentity } from "../security/node_identity.ts";
+ * import { createLogger } from "../log.ts";
+ * const pins = new Set<string>(); // fingerprints from the live heartbeats
+ * const listener = await ClusterListener.start({
+ *   hostname: "127.0.0.1",
+ *   port: 0, // 7443 in production
+ *   identity: await createNodeIdentity({ nodeId: "a", hosts: ["127.0.0.1"] }),
+ *   trust: (fingerprint) => pins.has(fingerprint),
+ *   handler: (_request, peer) => Promise.resolve(new Response(`hello ${peer.fingerprint}`)),
+ *   maxConnections: 1024,
+ *   maxBodyBytes: 1024 * 1024,
+ *   log: createLogger(),
+ * });
+ * // After each listing of the heartbeats:
+ * listener.revoke();
+ * await listener.close();
+ * ```
+ */
+export class ClusterListener {
+  readonly #server: https.Server;
+  readonly #options: ClusterListenerOptions;
+  readonly #clock: Clock;
+  /** Every accepted TCP connection until it closes. */
+  readonly #sockets = new Set<Socket>();
+  /** Trusted connections past their handshake, by their peer's fingerprint. */
+  readonly #byPeer = new Map<string, Set<tls.TLSSocket>>();
+  readonly #peerOf = new WeakMap<Socket, ClusterPeer>();
+  /** TCP connections closed at once over the cap (their TLS socket then reports an error). */
+  readonly #refusedAtAccept = new WeakSet<object>();
+  /** Fingerprint (or kind) -> when its refusal was last logged; oldest first. */
+  readonly #lastLogged = new Map<string, number>();
+  #trusted = 0;
+  #refusedHandshakes = 0;
+  #refusedOverCap = 0;
+  #failedHandshakes = 0;
+  #revoked = 0;
+  #closed: Promise<void> | undefined;
+
+  private constructor(options: ClusterListenerOptions) {
+    this.#options = options;
+    this.#clock = options.clock ?? systemClock;
+    this.#server = https.createServer({
+      key: options.identity.keyPem,
+      cert: options.identity.chainPem,
+      requestCert: true,
+      // The certificate is judged by its fingerprint below, not by a CA.
+      rejectUnauthorized: false,
+      minVersion: "TLSv1.3",
+      maxVersion: "TLSv1.3",
+      handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
+      keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+      maxHeaderSize: MAX_REQUEST_HEAD_BYTES,
+    }, (req, res) => this.#onRequest(req, res));
+    this.#server.on("connection", (socket: Socket) => this.#onConnection(socket));
+    // Relayed WebSockets do not come this way yet: an upgrade is refused in
+    // one line rather than left without an answer.
+    this.#server.on("upgrade", (_req: http.IncomingMessage, socket: Socket) => {
+      const peer = this.#peerOf.get(socket);
+      if (peer !== undefined && this.#isTrusted(peer.fingerprint)) {
+        const line = "upgrades are not served on the cluster port\n";
+        socket.end(
+          `HTTP/1.1 501 Not Implemented\r\ncontent-type: text/plain; charset=utf-8\r\n` +
+            `content-length: ${line.length}\r\nconnection: close\r\n\r\n${line}`,
+        );
+      } else {
+        socket.destroy();
+      }
+    });
+    // Ahead of the HTTP server's own listener: a refused socket is destroyed
+    // before the HTTP server attaches to it, so nothing it sent is parsed.
+    this.#server.prependListener(
+      "secureConnection",
+      (socket: tls.TLSSocket) => this.#onSecureConnection(socket),
+    );
+    this.#server.on("tlsClientError", (error: Error, socket: tls.TLSSocket) => {
+      // node:tls reports a handshake timeout without closing the socket.
+      socket.destroy();
+      // A connection refused over the cap ends here too; it was counted then.
+      const parent = (socket as { _parent?: object })._parent;
+      if (parent !== undefined && this.#refusedAtAccept.has(parent)) return;
+      this.#failedHandshakes++;
+      this.#logThrottled(
+        "(failed handshake)",
+        "debug",
+        "a cluster connection failed its handshake",
+        {
+          error: error.message,
+        },
+      );
+    });
+  }
+
+  /**
+   * Binds and starts accepting; rejects if the address cannot be bound.
+   *
+   * @example
+   * ```ts ignore
+   * const listener = await ClusterListener.start(options);
+   * listener.address.port; // the bound port, also when options.port was 0
+   * ```
+   */
+  static async start(options: ClusterListenerOptions): Promise<ClusterListener> {
+    if (!Number.isInteger(options.maxConnections) || options.maxConnections < 1) {
+      throw new RangeError(
+        `maxConnections must be a positive integer, not ${options.maxConnections}`,
+      );
+    }
+    if (!Number.isInteger(options.maxBodyBytes) || options.maxBodyBytes < 0) {
+      throw new RangeError(
+        `maxBodyBytes must be a non-negative integer, not ${options.maxBodyBytes}`,
+      );
+    }
+    const listener = new ClusterListener(options);
+    await new Promise<void>((resolve, reject) => {
+      listener.#server.once("error", reject);
+      listener.#server.listen(options.port, options.hostname, () => {
+        listener.#server.off("error", reject);
+        resolve();
+      });
+    });
+    listener.#server.on("error", (error: Error) => {
+      options.log.error("the cluster listener failed", { error: error.message });
+    });
+    return listener;
+  }
+
+  /** The bound address (the actual port when 0 was asked for). */
+  get address(): { hostname: string; port: number } {
+    const bound = this.#server.address();
+    if (bound === null || typeof bound === "string") {
+      throw new Error("the cluster listener is not bound to a TCP address");
+    }
+    return { hostname: bound.address, port: bound.port };
+  }
+
+  /**
+   * Asks `trust` again for every peer with open connections and closes the
+   * connections of those no longer trusted. One call of `trust` per distinct
+   * peer, however many connections it has. Returns how many were closed.
+   *
+   * @example
+   * ```ts ignore
+   * pins.delete(fencedNodesFingerprint);
+   * listener.revoke(); // its connections are closed now
+   * ```
+   */
+  revoke(): number {
+    let closed = 0;
+    for (const [fingerprint, sockets] of this.#byPeer) {
+      if (this.#isTrusted(fingerprint)) continue;
+      // Forget them first: their close events come later and find nothing.
+      this.#byPeer.delete(fingerprint);
+      this.#trusted -= sockets.size;
+      for (const socket of sockets) {
+        socket.destroy();
+        closed++;
+        this.#revoked++;
+        this.#options.onRefused?.(fingerprint, "no longer trusted");
+      }
+      this.#logThrottled(
+        fingerprint,
+        "warn",
+        "closed the connections of a peer no longer trusted",
+        {
+          fingerprint,
+          connections: sockets.size,
+        },
+      );
+    }
+    return closed;
+  }
+
+  /**
+   * Counts for tests and metrics.
+   *
+   * @example
+   * ```ts ignore
+   * listener.stats(); // { open: 3, trusted: 2, refusedHandshakes: 1, … }
+   * ```
+   */
+  stats(): ClusterListenerStats {
+    return {
+      open: this.#sockets.size,
+      trusted: this.#trusted,
+      refusedHandshakes: this.#refusedHandshakes,
+      refusedOverCap: this.#refusedOverCap,
+      failedHandshakes: this.#failedHandshakes,
+      revoked: this.#revoked,
+    };
+  }
+
+  /**
+   * Stops accepting and closes every connection, requests under way
+   * included; resolves once the listener is closed.
+   *
+   * @example
+   * ```ts ignore
+   * await listener.close();
+   * ```
+   */
+  close(): Promise<void> {
+    this.#closed ??= new Promise<void>((resolve) => {
+      this.#server.close(() => resolve());
+      for (const sockets of this.#byPeer.values()) {
+        for (const socket of sockets) socket.destroy();
+      }
+      for (const socket of this.#sockets) socket.destroy();
+    });
+    return this.#closed;
+  }
+
+  #onConnection(socket: Socket): void {
+    if (this.#sockets.size >= this.#options.maxConnections) {
+      this.#refusedAtAccept.add(socket);
+      socket.destroy();
+      this.#refusedOverCap++;
+      this.#options.onRefused?.(undefined, "over the connection cap");
+      this.#logThrottled("(over the connection cap)", "warn", "refused a cluster connection", {
+        reason: "over the connection cap",
+        max: this.#options.maxConnections,
+      });
+      return;
+    }
+    this.#sockets.add(socket);
+    socket.once("close", () => this.#sockets.delete(socket));
+  }
+
+  #onSecureConnection(socket: tls.TLSSocket): void {
+    const fingerprint = socket.getPeerCertificate()?.fingerprint256 || undefined;
+    const reason: RefusalReason | undefined = fingerprint === undefined
+      ? "no client certificate"
+      : this.#isTrusted(fingerprint)
+      ? undefined
+      : "untrusted certificate";
+    if (reason !== undefined) {
+      socket.destroy();
+      this.#refusedHandshakes++;
+      this.#options.onRefused?.(fingerprint, reason);
+      this.#logThrottled(
+        fingerprint ?? "(no certificate)",
+        "warn",
+        "refused a cluster connection",
+        {
+          fingerprint,
+          reason,
+          remote: socket.remoteAddress,
+        },
+      );
+      return;
+    }
+    const peer: ClusterPeer = Object.freeze({ fingerprint: fingerprint! });
+    let sockets = this.#byPeer.get(peer.fingerprint);
+    if (!sockets) this.#byPeer.set(peer.fingerprint, sockets = new Set());
+    sockets.add(socket);
+    this.#trusted++;
+    this.#peerOf.set(socket, peer);
+    socket.once("close", () => {
+      // Absent when revoke() already forgot it.
+      if (this.#byPeer.get(peer.fingerprint)?.delete(socket)) {
+        this.#trusted--;
+        if (this.#byPeer.get(peer.fingerprint)!.size === 0) this.#byPeer.delete(peer.fingerprint);
+      }
+    });
+    socket.setNoDelay(true);
+  }
+
+  #isTrusted(fingerprint: string): boolean {
+    try {
+      return this.#options.trust(fingerprint) === true;
+    } catch (error) {
+      this.#logThrottled("(trust failed)", "error", "asking whether a peer is trusted failed", {
+        fingerprint,
+        error: error instanceof Error ? error.message : String(error),
+      });
+      return false;
+    }
+  }
+
+  #onRequest(req: http.IncomingMessage, res: http.ServerResponse): void {
+    const peer = this.#peerOf.get(req.socket);
+    if (peer === undefined) {
+      // Only a trusted connection is registered; a refused one is destroyed
+      // before the HTTP server attaches, so this guards against a request it
+      // might still have parsed from bytes received before that.
+      req.socket.destroy();
+      return;
+    }
+    if (!this.#isTrusted(peer.fingerprint)) {
+      // Trust ended since the last revoke(): cut every connection of that peer.
+      this.revoke();
+      req.socket.destroy();
+      return;
+    }
+    this.#serve(req, res, peer).catch((error) => {
+      this.#options.log.error("a cluster request failed", { error: String(error) });
+      res.destroy();
+    });
+  }
+
+  async #serve(req: http.IncomingMessage, res: http.ServerResponse, peer: ClusterPeer) {
+    const target = req.url ?? "";
+    if (!target.startsWith("/")) return answerLine(res, 400, "the request target must be a path");
+    const headers = new Headers();
+    try {
+      const raw = req.rawHeaders;
+      for (let i = 0; i + 1 < raw.length; i += 2) headers.append(raw[i], raw[i + 1]);
+    } catch {
+      return answerLine(res, 400, "a request header is not valid");
+    }
+    const url = requestUrl(req.headers.host, target);
+    if (url === undefined) return answerLine(res, 400, "the request target is not a valid path");
+
+    const { maxBodyBytes } = this.#options;
+    const body = await readBody(req, maxBodyBytes).catch(() => undefined);
+    if (body === undefined) {
+      // The peer left, or its connection failed, before the body ended.
+      res.destroy();
+      return;
+    }
+    if (body === "too large") {
+      // The rest is read and dropped until the peer stops: closing with unread
+      // bytes would reset the connection, and the reset can destroy the 413.
+      req.resume();
+      return answerLine(res, 413, `the request body is over ${maxBodyBytes} bytes`, true);
+    }
+    const method = req.method ?? "GET";
+    if (body.length > 0 && (method === "GET" || method === "HEAD")) {
+      return answerLine(res, 400, `a ${method} request cannot have a body`);
+    }
+    const closed = new AbortController();
+    res.once("close", () => {
+      if (!res.writableFinished) closed.abort(new Error("the peer closed the connection"));
+    });
+    const request = new Request(url, {
+      method,
+      headers,
+      body: method === "GET" || method === "HEAD" ? undefined : body,
+      signal: closed.signal,
+    });
+
+    let status: number;
+    let statusText: string;
+    let outHeaders: Record<string, string | string[]>;
+    let outBody: Uint8Array;
+    try {
+      const response = await this.#options.handler(request, peer);
+      status = response.status;
+      statusText = response.statusText;
+      outHeaders = responseHeaders(response.headers, method === "HEAD");
+      // Buffered whole: answers between nodes are bounded by the sender.
+      outBody = response.body ? new Uint8Array(await response.arrayBuffer()) : EMPTY;
+    } catch (error) {
+      this.#options.log.error("the cluster handler failed", {
+        method,
+        path: url.pathname,
+        error: error instanceof Error ? error.message : String(error),
+      });
+      return answerLine(res, 500, "the node failed to answer this request; see its log");
+    }
+    if (res.destroyed) return;
+    const bodyless = status < 200 || status === 204 || status === 304;
+    if (
+      !bodyless && (method !== "HEAD" || (outBody.length > 0 && !("content-length" in outHeaders)))
+    ) {
+      // Stated up front, so node:http sends the body as is, not chunked; a
+      // HEAD answer states the length of the body it leaves out.
+      outHeaders["content-length"] = String(outBody.length);
+    }
+    if (statusText) res.writeHead(status, statusText, outHeaders);
+    else res.writeHead(status, outHeaders);
+    res.end(outBody);
+  }
+
+  #logThrottled(
+    key: string,
+    level: "debug" | "warn" | "error",
+    message: string,
+    fields: Record<string, string | number | undefined>,
+  ): void {
+    const now = this.#clock.monotonic();
+    const last = this.#lastLogged.get(key);
+    if (last !== undefined && now - last < REFUSAL_LOG_INTERVAL_MS) return;
+    // Entries are in the order they were logged: drop the ones past the interval.
+    for (const [oldKey, at] of this.#lastLogged) {
+      if (now - at < REFUSAL_LOG_INTERVAL_MS) break;
+      this.#lastLogged.delete(oldKey);
+    }
+    if (last === undefined && this.#lastLogged.size >= MAX_REFUSAL_LOG_ENTRIES) return;
+    this.#lastLogged.delete(key);
+    this.#lastLogged.set(key, now);
+    this.#options.log[level](message, fields);
+  }
+}
+
+/**
+ * `https://<host><target>`, with `cluster` for a missing or malformed host
+ * header: only a name or address and a port, so that no character of it can
+ * move into the path.
+ */
+function requestUrl(host: string | undefined, target: string): URL | undefined {
+  const authority = host !== undefined && HOST_HEADER.test(host) ? host : "cluster";
+  try {
+    return new URL(`https://${authority}${target}`);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The whole body, or "too large" past `max` bytes (then the rest is left unread). */
+function readBody(
+  req: http.IncomingMessage,
+  max: number,
+): Promise<Uint8Array<ArrayBuffer> | "too large"> {
+  const declared = req.headers["content-length"];
+  if (declared !== undefined && Number(declared) > max) return Promise.resolve("too large");
+  if (
+    (declared === undefined || declared === "0") && req.headers["transfer-encoding"] === undefined
+  ) {
+    return Promise.resolve(EMPTY);
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Uint8Array<ArrayBuffer>[] = [];
+    let total = 0;
+    const onData = (chunk: Uint8Array<ArrayBuffer>) => {
+      total += chunk.length;
+      if (total > max) {
+        req.off("data", onData);
+        resolve("too large");
+        return;
+      }
+      chunks.push(chunk);
+    };
+    req.on("data", onData);
+    req.once("end", () => {
+      if (chunks.length === 1) return resolve(chunks[0]);
+      const body = new Uint8Array(total);
+      let offset = 0;
+      for (const chunk of chunks) {
+        body.set(chunk, offset);
+        offset += chunk.length;
+      }
+      resolve(body);
+    });
+    req.once("error", reject);
+    req.once(
+      "close",
+      () => reject(new Error("the peer closed the connection before the body ended")),
+    );
+  });
+}
+
+/** A web `Response`'s headers for `node:http`: hop-by-hop ones dropped, repeated ones kept. */
+function responseHeaders(headers: Headers, head: boolean): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of headers) {
+    if (HOP_BY_HOP.has(name)) continue;
+    // The body is sent whole with its own length (a HEAD answer keeps the handler's).
+    if (name === "content-length" && !head) continue;
+    const seen = out[name];
+    if (seen === undefined) out[name] = value;
+    else if (Array.isArray(seen)) seen.push(value);
+    else out[name] = [seen, value];
+  }
+  return out;
+}
+
+/** A plain-text answer of one line; `close` ends the connection after it. */
+function answerLine(res: http.ServerResponse, status: number, line: string, close = false): void {
+  if (res.headersSent || res.destroyed) {
+    res.destroy();
+    return;
+  }
+  const body = encoder.encode(line + "\n");
+  const headers: Record<string, string> = {
+    "content-type": "text/plain; charset=utf-8",
+    "content-length": String(body.length),
+  };
+  if (close) headers["connection"] = "close";
+  res.writeHead(status, headers);
+  res.end(body);
+}
