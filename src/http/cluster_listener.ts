@@ -16,7 +16,9 @@
  *
  * It is a `node:https` server, because `Deno.listenTls` cannot ask for a
  * client certificate, adapting requests and responses to web `Request` and
- * `Response`.
+ * `Response`. Bodies are read whole up to a limit and answers buffered whole;
+ * in Deno 2.9.6 `node:tls` reads a connection's TCP into memory even while
+ * the HTTP server pauses it, so only a trusted peer can make it hold more.
  *
  * @module
  */
