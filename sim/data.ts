@@ -42,7 +42,6 @@ interface Ledger {
   committing: Map<number, number>;
   /** Virtual times deletes of the actor ran at. */
   deletes: number[];
-  maxAckedTxid: bigint;
   lastGeneration: number;
   /** Generation → token of the process whose take wrote it. */
   takers: Map<bigint, string>;
@@ -83,7 +82,6 @@ export class DataChecks {
         acked: new Map(),
         committing: new Map(),
         deletes: [],
-        maxAckedTxid: 0n,
         lastGeneration: 0,
         takers: new Map(),
         bases: new Map(),
@@ -108,7 +106,6 @@ export class DataChecks {
     }
     ledger.committing.delete(op.id);
     ledger.acked.set(op.id, { txid, committedAt, ackedAt: this.#now() });
-    if (txid > ledger.maxAckedTxid) ledger.maxAckedTxid = txid;
   }
 
   /** Acknowledged durable writes of `actor`. */
@@ -123,12 +120,24 @@ export class DataChecks {
 
   /**
    * `who` saw the actor's database `where` (in a read, after its restore, in
-   * the bucket's chain): it holds `ids`, at `txid`.
+   * the bucket's chain): it holds `ids`, at `txid`. With `since`, only the
+   * writes acknowledged before that virtual time count (a restore reads the
+   * history as it was when it began).
    */
-  saw(actor: string, who: string, where: string, ids: Set<number>, txid: bigint): boolean {
+  saw(
+    actor: string,
+    who: string,
+    where: string,
+    ids: Set<number>,
+    txid: bigint,
+    since = Infinity,
+  ): boolean {
     const ledger = this.#ledger(actor);
     const lastDelete = ledger.deletes.length > 0 ? ledger.deletes[ledger.deletes.length - 1] : -1;
+    let maxTxid = 0n;
     for (const [id, w] of ledger.acked) {
+      if (w.ackedAt >= since) continue;
+      if (w.txid > maxTxid) maxTxid = w.txid;
       if (ids.has(id) || lastDelete > w.committedAt) continue;
       this.#fail(
         "durable-write-lost",
@@ -137,11 +146,10 @@ export class DataChecks {
       );
       return false;
     }
-    if (txid < ledger.maxAckedTxid) {
+    if (txid < maxTxid) {
       this.#fail(
         "txid-backwards",
-        `${who} ${where} stands at TXID ${txid}, below the acknowledged durable TXID ` +
-          `${ledger.maxAckedTxid}`,
+        `${who} ${where} stands at TXID ${txid}, below the acknowledged durable TXID ${maxTxid}`,
       );
       return false;
     }

@@ -21,6 +21,9 @@
 
 import type { Random } from "../src/time/clock.ts";
 
+/** A file system in memory, where runs' files go when the machine has it (no disk waits). */
+const MEMORY_DIR = "/dev/shm";
+
 /** Suffix of the copy a clean close leaves, for {@linkcode losePower}. */
 const CLOSED_COPY = ".sim-closed";
 
@@ -59,9 +62,16 @@ export class RunDisk {
   readonly root: string;
   #scratch = 0;
 
-  /** Makes the run's directory. */
+  /** Makes the run's directory, in memory (`/dev/shm`) where the machine has it. */
   constructor(seed: number) {
-    this.root = Deno.makeTempDirSync({ prefix: `wasmkeep-sim-${seed}-` });
+    const prefix = `wasmkeep-sim-${seed}-`;
+    let root: string;
+    try {
+      root = Deno.makeTempDirSync({ dir: MEMORY_DIR, prefix });
+    } catch {
+      root = Deno.makeTempDirSync({ prefix });
+    }
+    this.root = root;
   }
 
   /** A data directory, made if needed. */

@@ -15,6 +15,23 @@
  * is reported to an {@linkcode ExecutorObserver} as it happens, for the
  * invariants.
  *
+ * Two differences from executor_main, on purpose: the simulator found that
+ * it runs events on a node whose lease is not valid (the variant
+ * `executor-as-is` keeps its behaviour, and catches it):
+ *
+ * - its `discard-all` (the node's lease ran out) discards the resident
+ *   actors only, so an actor whose wake (restore) is under way, and the
+ *   events queued behind it, wake at the dropped generation and run once a
+ *   restore lands. Here `discardAll` also gives up every actor with events
+ *   under way, and an event checks, once its wake returns, that its actor was
+ *   not given up meanwhile;
+ * - it runs every event the node sent, however late: events queued behind
+ *   one that waits on the bucket run when it ends, also once the node's lease
+ *   has run out (after a freeze, the executor may run them before the node's
+ *   lease timer sends `discard-all`). Here an event's statement runs only
+ *   while the node's lease is valid (`canRun`; a real executor would need
+ *   the lease's end from the node, on a clock both processes read).
+ *
  * Not simulated: the run token (events of different actors interleave only at
  * bucket waits here too, and take no virtual time), instances and on-init,
  * timeouts of events that do not wait on the bucket (none here), executor
@@ -111,20 +128,30 @@ export function answeredTxid(outcome: EventOutcome): bigint | undefined {
 
 /** What the executor tells the simulator, as it happens (synchronously). */
 export interface ExecutorObserver {
-  /** The replica opened at `generation`: the ids its database holds, and its TXID. */
-  restored(actor: ActorKey, generation: number, ids: Set<number>, txid: bigint): void;
+  /** A wake (the replica's open, with its restore) begins; returns a mark for `restored`. */
+  waking(actor: ActorKey, generation: number): number;
+  /**
+   * The replica opened at `generation`: the ids its database holds, and its
+   * TXID; `mark` is what `waking` returned.
+   */
+  restored(actor: ActorKey, generation: number, ids: Set<number>, txid: bigint, mark: number): void;
   /** A read ran: the ids it saw, and the TXID the database stood at. */
   read(actor: ActorKey, generation: number, ids: Set<number>, txid: bigint): void;
   /** A write committed locally; a durable one with the TXID it took. */
   committed(actor: ActorKey, generation: number, op: Op, txid: bigint | undefined): void;
   /** The actor deleted itself. */
   deleted(actor: ActorKey, generation: number): void;
-  /** Opening the replica failed (the event answers 500 or 503). */
-  openFailed(actor: ActorKey, generation: number, error: unknown): void;
+  /** An event's statement is about to run, at `generation`. */
+  runs(actor: ActorKey, generation: number): void;
+  /**
+   * Opening the replica failed (the event answers 500 or 503); `timedOut`
+   * when the event's limit passed first and abandoned the restore.
+   */
+  openFailed(actor: ActorKey, generation: number, error: unknown, timedOut: boolean): void;
 }
 
 /** How a deliberately broken variant changes replication (sim/variants.ts). */
-export type ReplicationBreak = "no-base" | "trust-local";
+export type ReplicationBreak = "no-base" | "trust-local" | "executor-as-is";
 
 /** What a {@linkcode SimExecutor} needs. */
 export interface SimExecutorOptions {
@@ -138,6 +165,8 @@ export interface SimExecutorOptions {
   checkHold: (actor: ActorKey, generation: number) => Promise<boolean>;
   /** As src/node.ts: `ActorHost.gaveUp`. */
   gaveUp: (actor: ActorKey, generation: number) => void;
+  /** Whether the node's lease is valid now (a statement runs only then). */
+  canRun: () => boolean;
   observer: ExecutorObserver;
   /** Reads what the store holds at `key` without a call (for `trust-local`). */
   peek: (key: string) => Uint8Array | undefined;
@@ -188,6 +217,8 @@ export class SimExecutor {
   readonly #chains = new Map<string, Promise<unknown>>();
   readonly #schedules = new Map<string, SnapshotSchedule>();
   readonly #givenUp = new Map<string, number>();
+  /** The generation of each actor's last event received, while it has events under way. */
+  readonly #underWay = new Map<string, number>();
   /** Every database path opened, for a crash's close. */
   readonly #opened = new Set<string>();
   #killed = false;
@@ -217,6 +248,7 @@ export class SimExecutor {
   ): Promise<EventOutcome> {
     const id = actorKeyString(key);
     const op = opOf(request);
+    this.#underWay.set(id, generation);
     return this.#chain(id, () => this.#runEvent(key, id, generation, op));
   }
 
@@ -234,6 +266,14 @@ export class SimExecutor {
     for (const actor of [...this.#resident.values()]) {
       this.#discard(actor);
       this.#rememberGiveUp(actor.id, actor.generation);
+    }
+    if (this.#o.broken === "executor-as-is") return;
+    // Actors still waking, and events queued behind them, are of the dropped hold too.
+    for (const id of this.#chains.keys()) {
+      const generation = this.#underWay.get(id);
+      if (generation !== undefined && (this.#givenUp.get(id) ?? 0) < generation) {
+        this.#rememberGiveUp(id, generation);
+      }
     }
   }
 
@@ -298,7 +338,9 @@ export class SimExecutor {
     const next = previous ? previous.then(task, task) : task();
     this.#chains.set(id, next);
     next.finally(() => {
-      if (this.#chains.get(id) === next) this.#chains.delete(id);
+      if (this.#chains.get(id) !== next) return;
+      this.#chains.delete(id);
+      this.#underWay.delete(id);
     }).catch(() => {});
     return next;
   }
@@ -308,14 +350,21 @@ export class SimExecutor {
     let actor = this.#resident.get(id);
     try {
       if (this.#killed) throw new EventFailure(503, "the executor is gone");
-      if ((this.#givenUp.get(id) ?? 0) >= generation) {
+      if (this.#isGivenUp(id, generation)) {
         throw new EventFailure(503, "the actor's replication to the bucket failed; retry");
       }
       if (actor && actor.generation !== generation) {
         await this.#suspend(startedAt, this.#close(actor));
         actor = undefined;
       }
-      if (!actor) actor = await this.#wake(startedAt, key, id, generation);
+      if (!actor) {
+        actor = await this.#wake(startedAt, key, id, generation);
+        if (this.#o.broken !== "executor-as-is" && this.#isGivenUp(id, generation)) {
+          // The node dropped the hold while the actor woke.
+          this.#discard(actor);
+          throw new EventFailure(503, "the node gave the actor up while it woke; retry");
+        }
+      }
       const path = actor.path;
       const before = actor.store.beforeEvent(() => this.#db(path));
       if (before) await this.#suspend(startedAt, before);
@@ -341,9 +390,17 @@ export class SimExecutor {
     }
   }
 
+  #isGivenUp(id: string, generation: number): boolean {
+    return (this.#givenUp.get(id) ?? 0) >= generation;
+  }
+
   /** Runs the event's statement; returns the TXID a durable write took. */
   async #apply(actor: Resident, op: Op, startedAt: number): Promise<bigint | undefined> {
     const { key, generation, path } = actor;
+    if (this.#o.broken !== "executor-as-is" && !this.#o.canRun()) {
+      throw new EventFailure(503, "this node's lease is not valid; retry");
+    }
+    this.#o.observer.runs(key, generation);
     const db = this.#db(path);
     db.exec(CREATE_TABLE, []);
     const row = () =>
@@ -431,11 +488,18 @@ export class SimExecutor {
     const path = actorDatabasePath(this.#o.dataDir, key);
     Deno.mkdirSync(path.slice(0, path.lastIndexOf("/")), { recursive: true });
     const actor = { key, id, path, generation, dead: false } as Resident;
+    const mark = this.#o.observer.waking(key, generation);
     actor.store = await this.#openStore(startedAt, actor);
     this.#schedules.delete(id);
     this.#resident.set(id, actor);
     const db = this.#db(path);
-    this.#o.observer.restored(key, generation, idsIn(db), actor.store.replica.position.txid);
+    this.#o.observer.restored(
+      key,
+      generation,
+      idsIn(db),
+      actor.store.replica.position.txid,
+      mark,
+    );
     return actor;
   }
 
@@ -469,7 +533,7 @@ export class SimExecutor {
       });
     } catch (error) {
       if (!this.#killed) this.#pool.close(path);
-      this.#o.observer.openFailed(key, generation, error);
+      this.#o.observer.openFailed(key, generation, error, abort.signal.aborted);
       if (error instanceof HistoryError) {
         throw new EventFailure(
           500,

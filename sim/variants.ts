@@ -135,4 +135,20 @@ export const VARIANTS: Record<string, Variant> = {
     ],
     bound: 1000,
   },
+  "executor-as-is": {
+    name: "executor-as-is",
+    description: "the executor as src/actors/executor_main.ts is: it runs every event the " +
+      "node sent, however late (events queued behind a bucket wait run after the node's lease " +
+      "ran out, before discard-all arrives), and its discard-all spares actors still waking, " +
+      "whose queued events wake them at the dropped generation",
+    replication: "executor-as-is",
+    caughtBy: [
+      "event-outside-lease",
+      "event-while-other-holds",
+      "durable-write-lost",
+      "txid-backwards",
+      "chain-differs",
+    ],
+    bound: 1000,
+  },
 };

@@ -656,6 +656,7 @@ class World {
         return held && (!proc.plane || proc.plane.valid());
       },
       gaveUp: (actor, generation) => proc.host.gaveUp(actor, generation),
+      canRun: () => !proc.plane || proc.plane.valid(),
       observer: this.#observer(proc),
       peek: (key) => this.#store.shadow.get(key),
       broken: this.#variant?.replication,
@@ -1148,14 +1149,18 @@ class World {
   #observer(proc: SimProcess): ExecutorObserver {
     const who = (generation: number) => `${proc.name} (gen ${generation})`;
     return {
-      restored: (actor, generation, ids, txid) => {
+      waking: () => this.#elapsed,
+      restored: (actor, generation, ids, txid, mark) => {
         this.#stats.restores++;
+        // What a restore reads is the history as of its start: writes
+        // acknowledged since (by a newer holder) are not its to hold.
         this.#data.saw(
           actorKeyString(actor),
           who(generation),
           `after its restore of ${short(actor)}`,
           ids,
           txid,
+          mark,
         );
       },
       read: (actor, generation, ids, txid) => {
@@ -1178,9 +1183,11 @@ class World {
         this.#data.deleted(actorKeyString(actor));
         this.#log(proc.name, `${short(actor)} deleted itself (gen ${generation})`);
       },
-      openFailed: (actor, generation, error) => {
+      runs: (actor, generation) => this.#statementRuns(proc, actor, generation),
+      openFailed: (actor, generation, error, timedOut) => {
         this.#stats.restoreFailures++;
-        if (proc.dead || proc.executor.killed) return;
+        // A restore the event's limit abandoned rejects with the abort's reason.
+        if (proc.dead || proc.executor.killed || timedOut) return;
         if (error instanceof HistoryError) {
           this.#fail(
             "history-unrestorable",
@@ -1219,10 +1226,11 @@ class World {
   }
 
   /**
-   * Every actor's chain in the bucket, as the store holds it now: the real
-   * restore and an independent replay agree, it holds every acknowledged
-   * durable write, and it is the database of the actor's owner when one is
-   * settled (at checkpoints only those actors; at the end every actor).
+   * Every actor's chain in the bucket, as the store holds it now: it restores,
+   * holds every acknowledged durable write, and is the database of the
+   * actor's owner when one is settled. At checkpoints, for the actors with a
+   * settled owner, by the independent replay (sim/chain.ts); at the end, for
+   * every actor, by the real restore too, which the replay must agree with.
    */
   async #checkChains(final: boolean): Promise<void> {
     const view = new StoreView(this.#store.shadow);
@@ -1231,49 +1239,43 @@ class World {
       if (this.#violation) return;
       const owner = this.#settledOwner(actor);
       if (!owner && !final) continue;
-      let restored: Restored;
-      try {
-        restored = await restoreFromStore(view, actor.key, this.#disk.scratchPath());
-      } catch (e) {
-        this.#fail(
-          "history-unrestorable",
-          `${where}, the chain of ${actor.short} in the bucket cannot be restored: ${describe(e)}`,
-        );
-        return;
-      }
+      const chain = `${where}, the chain of ${actor.short} in the bucket`;
       this.#stats.chainChecks++;
       let replayed: ChainPosition;
       try {
         replayed = replayChain(view, actor.key);
       } catch (e) {
-        this.#fail(
-          "replay-differs",
-          `${where}, the chain of ${actor.short} restores to TXID ${restored.txid}, but an ` +
-            `independent replay of its files fails: ${describe(e)}`,
-        );
+        this.#fail("history-unrestorable", `${chain} cannot be replayed: ${describe(e)}`);
         return;
       }
-      if (replayed.txid !== restored.txid || replayed.checksum !== restored.checksum) {
-        this.#fail(
-          "replay-differs",
-          `${where}, the chain of ${actor.short} restores to ${position(restored)}, an ` +
-            `independent replay of its files to ${position(replayed)}`,
-        );
-        return;
+      let restored: Restored | undefined;
+      if (final) {
+        try {
+          restored = await restoreFromStore(view, actor.key, this.#disk.scratchPath());
+        } catch (e) {
+          this.#fail("history-unrestorable", `${chain} cannot be restored: ${describe(e)}`);
+          return;
+        }
+        if (replayed.txid !== restored.txid || replayed.checksum !== restored.checksum) {
+          this.#fail(
+            "replay-differs",
+            `${chain} restores to ${position(restored)}, an independent replay of its files ` +
+              `to ${position(replayed)}`,
+          );
+          return;
+        }
+        if (!this.#data.saw(actor.id, chain, "restores, but", restored.ids, restored.txid)) return;
       }
-      const chain = `${where}, the chain of ${actor.short} in the bucket`;
-      if (!this.#data.saw(actor.id, chain, "restores, but", restored.ids, restored.txid)) return;
       if (!owner) continue;
       const { proc, settled } = owner;
-      if (
-        settled.txid === restored.txid && settled.checksum === restored.checksum &&
-        sameIds(settled.ids, restored.ids)
-      ) continue;
-      const differs = `${chain} restores to ${position(restored)} with ${restored.ids.size} ` +
-        `rows, but its owner ${proc.name} (gen ${settled.generation}) stands at ` +
-        `${position(settled)} with ${settled.ids.size} rows (${
-          diffIds(settled.ids, restored.ids)
-        })`;
+      const same = settled.txid === replayed.txid && settled.checksum === replayed.checksum &&
+        (!restored || sameIds(settled.ids, restored.ids));
+      if (same) continue;
+      const differs = `${chain} restores to ${position(replayed)}` +
+        (restored ? ` with ${restored.ids.size} rows` : "") +
+        `, but its owner ${proc.name} (gen ${settled.generation}) stands at ` +
+        `${position(settled)} with ${settled.ids.size} rows` +
+        (restored ? ` (${diffIds(settled.ids, restored.ids)})` : "");
       if (!this.#data.wroteAt(actor.id, BigInt(settled.generation))) {
         // See docs/testing.md: a hold that wrote nothing has no base to cap an
         // earlier generation's late upload.
@@ -1371,6 +1373,35 @@ class World {
           "event-while-other-holds",
           `${proc.name} runs an event of ${short(key)} (gen ${generation}) while ${other.name} ` +
             `holds it (gen ${hold.generation}) with a valid lease`,
+        );
+        return;
+      }
+    }
+  }
+
+  /**
+   * An event's statement runs in the executor: the process's lease is valid,
+   * and no other process holds the actor with a valid lease (checked again
+   * here, not only when the event was sent: it may have waited on the bucket).
+   */
+  #statementRuns(proc: SimProcess, key: ActorKey, generation: number): void {
+    const id = actorKeyString(key);
+    if (!proc.plane?.valid()) {
+      this.#fail(
+        "event-outside-lease",
+        `${proc.name} runs a statement of ${short(key)} (gen ${generation}) in its executor ` +
+          `while its lease is not valid`,
+      );
+      return;
+    }
+    for (const other of this.#procs) {
+      if (other === proc) continue;
+      const hold = other.belief(key, id);
+      if (hold) {
+        this.#fail(
+          "event-while-other-holds",
+          `${proc.name} runs a statement of ${short(key)} (gen ${generation}) in its executor ` +
+            `while ${other.name} holds it (gen ${hold.generation}) with a valid lease`,
         );
         return;
       }
