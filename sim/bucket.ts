@@ -109,6 +109,13 @@ export interface Reachability {
   partition(): "refuse" | "silent" | undefined;
   /** Latency of an answer's way back, ms, drawn per call. */
   answerLatencyMs(): number;
+  /**
+   * For an upload of an actor's history (`actors/…`): after how long the
+   * store applies it while its sender hears nothing (a store that took the
+   * body and commits it after the client gave up), or `undefined` for a
+   * write that goes as usual. Drawn per call.
+   */
+  lateWriteMs?(key: string): number | undefined;
 }
 
 /** Transforms a process's writes (for the deliberately broken variants). */
@@ -122,6 +129,7 @@ export class ProcessBucket implements Bucket {
   readonly #name: string;
   readonly #net: Reachability;
   readonly #filter: PutFilter | undefined;
+  readonly #onPut: ((key: string, body: Uint8Array) => void) | undefined;
 
   constructor(
     store: ObservedBucket,
@@ -130,6 +138,7 @@ export class ProcessBucket implements Bucket {
     name: string,
     net: Reachability,
     filter?: PutFilter,
+    onPut?: (key: string, body: Uint8Array) => void,
   ) {
     this.#store = store;
     this.#scheduler = scheduler;
@@ -137,6 +146,7 @@ export class ProcessBucket implements Bucket {
     this.#name = name;
     this.#net = net;
     this.#filter = filter;
+    this.#onPut = onPut;
   }
 
   get(key: string, options: CallOptions = {}): Promise<StoredObject | null> {
@@ -149,12 +159,13 @@ export class ProcessBucket implements Bucket {
 
   put(key: string, body: Uint8Array, options: PutOptions = {}): Promise<{ etag: string }> {
     const sent = this.#filter ? this.#filter(key, options) : options;
+    this.#onPut?.(key, body);
     return this.#call(
       "PUT",
       key,
       true,
       options.signal,
-      () => this.#store.putAs(this.#name, key, body, sent),
+      (signal) => this.#store.putAs(this.#name, key, body, { ...sent, signal }),
     );
   }
 
@@ -164,7 +175,7 @@ export class ProcessBucket implements Bucket {
       key,
       true,
       options.signal,
-      () => this.#store.deleteAs(this.#name, key, options),
+      (signal) => this.#store.deleteAs(this.#name, key, { ...options, signal }),
     );
   }
 
@@ -187,7 +198,7 @@ export class ProcessBucket implements Bucket {
     key: string,
     write: boolean,
     signal: AbortSignal | undefined,
-    call: () => Promise<T>,
+    call: (signal: AbortSignal | undefined) => Promise<T>,
   ): Promise<T> {
     signal?.throwIfAborted();
     const cut = this.#net.partition();
@@ -207,11 +218,21 @@ export class ProcessBucket implements Bucket {
         },
       );
     }
+    const late = write ? this.#net.lateWriteMs?.(key) : undefined;
+    if (late !== undefined) {
+      // Applied later, whatever the sender does meanwhile; the sender hears
+      // nothing and gives up at its deadline, or at the request timeout.
+      this.#scheduler.after(late, () => void call(undefined).catch(() => {}));
+      await this.#answer(REQUEST_TIMEOUT_MS, signal);
+      throw new BucketUnavailable(`${op} ${key}: no answer in ${REQUEST_TIMEOUT_MS} ms`, {
+        ambiguous: true,
+      });
+    }
     let ok = false;
     let value: T | undefined;
     let error: unknown;
     try {
-      value = await call();
+      value = await call(signal);
       ok = true;
     } catch (e) {
       error = e;

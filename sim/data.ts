@@ -47,8 +47,10 @@ interface Ledger {
   takers: Map<bigint, string>;
   /** Base TXIDs, by generation. */
   bases: Map<bigint, bigint>;
-  /** Per generation: the last TXID its uploads reached, and the keys applied. */
-  uploads: Map<bigint, { landed: bigint | undefined; keys: Set<string> }>;
+  /** Generations anything was applied at. */
+  written: Set<bigint>;
+  /** Per generation: the last TXID its holder's uploads reached as sent, and the keys sent. */
+  sent: Map<bigint, { last: bigint | undefined; keys: Set<string> }>;
 }
 
 const WAL = /^actors\/(.+)\/wal\/([0-9a-f]{16})\/(base|([0-9a-f]{16})-([0-9a-f]{16})\.ltx)$/;
@@ -85,7 +87,8 @@ export class DataChecks {
         lastGeneration: 0,
         takers: new Map(),
         bases: new Map(),
-        uploads: new Map(),
+        written: new Set(),
+        sent: new Map(),
       };
       this.#ledgers.set(actor, ledger);
     }
@@ -177,7 +180,7 @@ export class DataChecks {
 
   /** Whether anything (a base, a file, a marker) was applied at the actor's generation. */
   wroteAt(actor: string, generation: bigint): boolean {
-    return this.#ledger(actor).uploads.has(generation);
+    return this.#ledger(actor).written.has(generation);
   }
 
   /** The process that took the actor's generation, if known. */
@@ -189,7 +192,8 @@ export class DataChecks {
    * A write under `actors/` the store applied (`body` null: a delete, by a
    * collection or an erasure, which changes nothing here). `writer` names
    * the process, `token` is its process token; `names` finds the name of a
-   * token for the message.
+   * token for the message. Each is fenced by its generation; bases never go
+   * back as generations go up.
    */
   applied(
     key: string,
@@ -201,9 +205,10 @@ export class DataChecks {
     if (body === null) return;
     const marker = DELETED.exec(key);
     if (marker) {
-      const { generation, txid } = decodeDeleted(body, key);
-      if (!this.#fenced(marker[1], generation, key, writer, token, names)) return;
-      this.#uploads(marker[1], generation).landed = txid;
+      const { generation } = decodeDeleted(body, key);
+      if (this.#fenced(marker[1], generation, key, writer, token, names)) {
+        this.#ledger(marker[1]).written.add(generation);
+      }
       return;
     }
     const wal = WAL.exec(key);
@@ -211,52 +216,84 @@ export class DataChecks {
     const actor = wal[1];
     const generation = BigInt(`0x${wal[2]}`);
     if (!this.#fenced(actor, generation, key, writer, token, names)) return;
-    const uploads = this.#uploads(actor, generation);
     const ledger = this.#ledger(actor);
-    if (wal[3] === "base") {
-      const { txid } = decodeBase(body, key);
-      for (const [g, t] of ledger.bases) {
-        if ((g < generation && t > txid) || (g > generation && t < txid)) {
-          this.#fail(
-            "txid-backwards",
-            `${writer} wrote the base of generation ${generation} of ${actor} at TXID ${txid}; ` +
-              `generation ${g}'s is at ${t}`,
-          );
-          return;
-        }
+    ledger.written.add(generation);
+    if (wal[3] !== "base") return;
+    const { txid } = decodeBase(body, key);
+    for (const [g, t] of ledger.bases) {
+      if ((g < generation && t > txid) || (g > generation && t < txid)) {
+        this.#fail(
+          "txid-backwards",
+          `${writer} wrote the base of generation ${generation} of ${actor} at TXID ${txid}; ` +
+            `generation ${g}'s is at ${t}`,
+        );
+        return;
       }
-      ledger.bases.set(generation, txid);
-      uploads.landed ??= txid;
-      return;
     }
-    if (uploads.keys.has(key)) return;
-    uploads.keys.add(key);
-    const min = BigInt(`0x${wal[4]}`);
-    const max = BigInt(`0x${wal[5]}`);
-    const landed = uploads.landed;
-    const ok = min === 1n ? landed === undefined || max >= landed : landed === undefined
-      // A base not written (a broken variant): nothing to go on from.
+    ledger.bases.set(generation, txid);
+  }
+
+  /**
+   * An upload a process sent (retries included; the store may apply them
+   * late and out of order): each hold's go on from its base, a file right
+   * after the last, a snapshot at the last TXID or past it, a delete marker
+   * past it.
+   */
+  sent(key: string, body: Uint8Array, writer: string): void {
+    let actor: string, generation: bigint, first: bigint, last: bigint, kind: string;
+    const marker = DELETED.exec(key);
+    const wal = WAL.exec(key);
+    if (marker) {
+      const deleted = decodeDeleted(body, key);
+      [actor, generation, first, last, kind] = [
+        marker[1],
+        deleted.generation,
+        deleted.txid,
+        deleted.txid,
+        "marker",
+      ];
+    } else if (wal && wal[3] === "base") {
+      const { txid } = decodeBase(body, key);
+      [actor, generation, first, last, kind] = [wal[1], BigInt(`0x${wal[2]}`), txid, txid, "base"];
+    } else if (wal) {
+      const min = BigInt(`0x${wal[4]}`);
+      [actor, generation, first, last] = [
+        wal[1],
+        BigInt(`0x${wal[2]}`),
+        min,
+        BigInt(`0x${wal[5]}`),
+      ];
+      kind = min === 1n ? "snapshot" : "file";
+    } else return;
+    const ledger = this.#ledger(actor);
+    let sent = ledger.sent.get(generation);
+    if (!sent) {
+      sent = { last: undefined, keys: new Set() };
+      ledger.sent.set(generation, sent);
+    }
+    const once = kind === "marker" ? `${key} ${last}` : key;
+    if (sent.keys.has(once)) return;
+    sent.keys.add(once);
+    const before = sent.last;
+    const ok = before === undefined
+      // The first upload of a hold is its base (or, with no base stored, anything).
       ? true
-      : min === landed + 1n;
+      : kind === "file"
+      ? first === before + 1n
+      : kind === "snapshot"
+      ? last >= before
+      : kind === "marker"
+      ? last > before
+      : false;
     if (!ok) {
       this.#fail(
         "txid-backwards",
-        `${writer} uploaded ${actor}'s TXIDs ${min}-${max} at generation ${generation}, ` +
-          `whose uploads had reached ${landed}`,
+        `${writer} sent ${actor}'s ${kind} ${first}-${last} at generation ${generation}, ` +
+          `whose uploads had reached ${before}`,
       );
       return;
     }
-    uploads.landed = max;
-  }
-
-  #uploads(actor: string, generation: bigint) {
-    const ledger = this.#ledger(actor);
-    let uploads = ledger.uploads.get(generation);
-    if (!uploads) {
-      uploads = { landed: undefined, keys: new Set() };
-      ledger.uploads.set(generation, uploads);
-    }
-    return uploads;
+    sent.last = last;
   }
 
   #fenced(

@@ -27,6 +27,8 @@ const USAGE = `usage: deno task sim [options]
   --trace-lines N   events shown after a failure (default 200)
   --stop            stop at the first failure
   --strict          known violations of the real code (sim/known.ts) fail too
+  --late-markers    in storms, bases and delete markers may reach the bucket late too
+                    (not only LTX files): shows a bug of the real code (docs/testing.md)
   --quiet           print failures and the summary only
   --variants        list the broken variants
 `;
@@ -43,6 +45,7 @@ interface Args {
   stop: boolean;
   quiet: boolean;
   strict: boolean;
+  lateMarkers: boolean;
 }
 
 function parse(argv: string[]): Args | undefined {
@@ -54,6 +57,7 @@ function parse(argv: string[]): Args | undefined {
     stop: false,
     quiet: false,
     strict: false,
+    lateMarkers: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
@@ -106,6 +110,9 @@ function parse(argv: string[]): Args | undefined {
       case "--strict":
         args.strict = true;
         break;
+      case "--late-markers":
+        args.lateMarkers = true;
+        break;
       case "--variants":
         for (const v of Object.values(VARIANTS)) {
           console.log(`${v.name} (caught within ${v.bound} seeds): ${v.description}`);
@@ -130,6 +137,7 @@ export function replayCommand(seed: number, args: Partial<Args>): string {
   if (args.ttlMs !== undefined) parts.push("--ttl", String(args.ttlMs / 1000));
   if (args.nodes !== undefined) parts.push("--nodes", String(args.nodes));
   if (args.strict) parts.push("--strict");
+  if (args.lateMarkers) parts.push("--late-markers");
   return parts.join(" ");
 }
 
@@ -171,6 +179,7 @@ async function main(): Promise<number> {
       ttlMs: args.ttlMs,
       nodes: args.nodes,
       strict: args.strict,
+      lateMarkers: args.lateMarkers,
       traceLines: args.traceLines,
       echo: args.trace ? (line) => console.log(line) : undefined,
     });

@@ -90,6 +90,11 @@ export interface SimOptions {
   nodes?: number;
   /** Known violations of the real code (sim/known.ts) fail the run too. */
   strict?: boolean;
+  /**
+   * In storms, bases and delete markers may reach the store late too, not
+   * only LTX files: this shows a bug of the real code (docs/testing.md).
+   */
+  lateMarkers?: boolean;
 }
 
 /** An invariant that did not hold. */
@@ -363,7 +368,7 @@ class World {
   // The bucket's weather.
   readonly #outages: TimeWindow[] = [];
   #calmFaults: MemoryFaults;
-  #storm: { until: number; answerMaxMs: number } | undefined;
+  #storm: { until: number; answerMaxMs: number; lateWriteRate: number } | undefined;
   #lastStormEnd = -Infinity;
   // Invariant state.
   /** Last live heartbeat write applied, by process token: true time. */
@@ -541,6 +546,7 @@ class World {
         partition: () =>
           this.#quiet || this.#sched.now >= node.partitionUntil ? undefined : node.partitionMode,
         answerLatencyMs: () => this.#answerLatency(),
+        lateWriteMs: (key) => this.#lateWrite(key),
       };
       this.#nodes.push(node);
       this.#log(
@@ -570,6 +576,17 @@ class World {
     if (u < 0.8) return between(this.#net, 0.5, 30);
     if (u < 0.98) return between(this.#net, 30, storm.answerMaxMs);
     return between(this.#net, storm.answerMaxMs, 4 * storm.answerMaxMs);
+  }
+
+  /**
+   * During a storm, some uploads of actors' histories reach the store late
+   * (up to the request timeout) while their senders give up and go on.
+   */
+  #lateWrite(key: string): number | undefined {
+    const storm = this.#storm;
+    const late = this.#options.lateMarkers ? key.startsWith("actors/") : key.endsWith(".ltx");
+    if (!storm || !late || this.#net.next() >= storm.lateWriteRate) return undefined;
+    return between(this.#net, 1_000, 30_000);
   }
 
   #exp(mean: number, random: Random = this.#chaos): number {
@@ -606,6 +623,7 @@ class World {
       proc.name,
       node.net,
       filter ? (key, o) => key === ownHeartbeat ? filter(o) : o : undefined,
+      (key, body) => this.#data.sent(key, body, proc.name),
     );
     const log = this.#logger(proc);
     proc.ownership = new OwnershipRecords({
@@ -943,7 +961,8 @@ class World {
       this.#storm.until = Math.max(this.#storm.until, until);
     } else {
       const answerMaxMs = between(r, 50, 1_500);
-      this.#storm = { until, answerMaxMs };
+      const lateWriteRate = r.next() < 0.5 ? between(r, 0, 0.1) : 0;
+      this.#storm = { until, answerMaxMs, lateWriteRate };
       const faults: MemoryFaults = {
         latencyMs: { min: 0.5, max: between(r, 20, 800) },
         errorRate: between(r, 0, 0.25),
@@ -954,7 +973,10 @@ class World {
       };
       this.#store.faults = faults;
       this.#stats.storms++;
-      this.#log("sim", `bucket storm: ${JSON.stringify({ ...faults, outages: undefined })}`);
+      this.#log(
+        "sim",
+        `bucket storm: ${JSON.stringify({ ...faults, outages: undefined, lateWriteRate })}`,
+      );
     }
     this.#sched.at(until, () => this.#endStorm());
   }
