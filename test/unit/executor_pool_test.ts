@@ -58,6 +58,8 @@ const request = (target: string) => ({
 });
 const testbed = (name: string) => ({ tenant: "default", class: "testbed", name });
 
+const EVENT_TIMEOUT_MS = 3000;
+
 async function testbedPool(
   dataDir: string,
   lines: string[],
@@ -81,7 +83,9 @@ async function testbedPool(
     }],
     maxOpenDatabases: 10,
     databaseIdleMs: 1000,
-    eventTimeoutMs: 1000,
+    // Long enough for a first event on a loaded machine (CI runs tests in
+    // parallel), short enough for the loop test's 504.
+    eventTimeoutMs: EVENT_TIMEOUT_MS,
     logLevel: "error",
     clock: systemClock,
     log: createLogger({ sink: (line) => lines.push(line) }),
@@ -113,7 +117,7 @@ Deno.test("the looping event gets the 504, not an event that was waking another 
       fresh.kind === "failed" ? fresh.message : "",
       /executor stopped while this event was under way/,
     );
-    await new Promise((r) => setTimeout(r, 2500));
+    await new Promise((r) => setTimeout(r, EVENT_TIMEOUT_MS + 1500));
     // Not sent again to the new executor, where it would loop once more.
     assert.equal(lines.filter((line) => line.includes("replacing its executor")).length, 1);
   } finally {
