@@ -804,50 +804,28 @@ export class WasmKeepNode {
   }
 
   /**
-   * Reads (or makes) `cluster/secret`; a bucket that does not answer is
-   * asked again in the background, calls between nodes failing meanwhile.
+   * Reads (or makes) `cluster/secret`. A bucket that does not answer is
+   * asked again every {@linkcode CLUSTER_SECRET_RETRY_MS} in the background
+   * while the node serves; calls between nodes fail until then.
    */
-  async #readClusterSecret(): Promise<void> {
-    for (let attempt = 1;; attempt++) {
-      try {
-        this.#calls.secret = await loadClusterSecret(this.bucket, {
-          random: this.#random,
-          log: this.log,
-          clock: this.clock,
-          signal: this.#probeAbort.signal,
-        });
-        return;
-      } catch (error) {
-        if (this.#probeAbort.signal.aborted) return;
-        this.log.warn("could not read the cluster secret; calls between nodes wait for it", {
-          attempt,
-          error: String(error),
-        });
-        if (attempt === 1) {
-          // Serve meanwhile; the next tries run in the background.
-          this.#readClusterSecretLater(attempt + 1);
-          return;
-        }
-      }
+  async #readClusterSecret(attempt = 1): Promise<void> {
+    try {
+      this.#calls.secret = await loadClusterSecret(this.bucket, {
+        random: this.#random,
+        log: this.log,
+        clock: this.clock,
+        signal: this.#probeAbort.signal,
+      });
+      if (attempt > 1) this.log.info("cluster secret read", { attempt });
+    } catch (error) {
+      if (this.#probeAbort.signal.aborted) return;
+      this.log.warn("could not read the cluster secret; calls between nodes wait for it", {
+        attempt,
+        error: String(error),
+      });
+      this.clock.sleep(CLUSTER_SECRET_RETRY_MS, this.#probeAbort.signal)
+        .then(() => this.#readClusterSecret(attempt + 1), () => {});
     }
-  }
-
-  #readClusterSecretLater(attempt: number): void {
-    this.clock.sleep(CLUSTER_SECRET_RETRY_MS, this.#probeAbort.signal).then(async () => {
-      try {
-        this.#calls.secret = await loadClusterSecret(this.bucket, {
-          random: this.#random,
-          log: this.log,
-          clock: this.clock,
-          signal: this.#probeAbort.signal,
-        });
-        this.log.info("cluster secret read", { attempt });
-      } catch (error) {
-        if (this.#probeAbort.signal.aborted) return;
-        this.log.warn("could not read the cluster secret", { attempt, error: String(error) });
-        this.#readClusterSecretLater(attempt + 1);
-      }
-    }, () => {});
   }
 
   /** Trusted certificate fingerprints, recomputed at most every {@linkcode TRUST_SWEEP_MS}. */

@@ -7,7 +7,7 @@
  */
 
 import type { Bucket } from "../bucket/bucket.ts";
-import { CALLER_HEADER, CHAIN_HEADER } from "../security/call_signature.ts";
+import { CALLER_HEADER, type CallToSign, CHAIN_HEADER } from "../security/call_signature.ts";
 import type { ActorId } from "../bucket/keys.ts";
 import type { Clock } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
@@ -60,17 +60,6 @@ export interface ClusterPlaneOptions {
    * (with the reason) when calls between nodes are stopped.
    */
   signCall?: CallSigner;
-}
-
-/** What an actors.call sent to another node is signed over. */
-export interface CallToSign {
-  targetNode: string;
-  method: string;
-  /** The request target as sent: path and query. */
-  path: string;
-  body: Uint8Array;
-  caller: string;
-  chain: readonly string[];
 }
 
 /** Signs a call between nodes (src/security/call_signature.ts with the cluster secret). */
