@@ -151,7 +151,7 @@ export interface ExecutorObserver {
 }
 
 /** How a deliberately broken variant changes replication (sim/variants.ts). */
-export type ReplicationBreak = "no-base" | "trust-local" | "executor-as-is";
+export type ReplicationBreak = "stale-generation" | "trust-local" | "executor-as-is";
 
 /** What a {@linkcode SimExecutor} needs. */
 export interface SimExecutorOptions {
@@ -558,7 +558,7 @@ export class SimExecutor {
 
   /** The bucket a replica is given: the process's, or a deliberately broken view of it. */
   #broken(path: string): Bucket {
-    if (this.#o.broken === "no-base") return new NoBaseBucket(this.#bucket);
+    if (this.#o.broken === "stale-generation") return new StaleGenerationBucket(this.#bucket);
     if (this.#o.broken === "trust-local") {
       const pos = readIfPresent(positionPath(path));
       if (pos !== undefined) {
@@ -703,17 +703,25 @@ abstract class BucketView implements Bucket {
 }
 
 const BASE_KEY = /\/wal\/[0-9a-f]{16}\/base$/;
+const GENERATION = /\/wal\/[0-9a-f]{16}\//;
 const FILE_KEY = /\/wal\/[0-9a-f]{16}\/[0-9a-f]{16}-([0-9a-f]{16})\.ltx$/;
 
 /**
- * `no-base`: a hold's `base` is answered as written but never stored, so
- * nothing in the bucket says where its generation starts, and nothing caps a
- * former owner's late uploads (ADR 0002's fencing of uploads by generation).
+ * `stale-generation`: uploads are not fenced by generation. Every hold writes
+ * its base and files under the actor's first generation, whatever its own,
+ * and without the create-only condition, so a former holder's late upload
+ * lands among (or over) the current holder's files.
  */
-class NoBaseBucket extends BucketView {
+class StaleGenerationBucket extends BucketView {
+  #stale(key: string): string {
+    return key.replace(GENERATION, "/wal/0000000000000001/");
+  }
+  override get(key: string, options?: CallOptions): Promise<StoredObject | null> {
+    return super.get(this.#stale(key), options);
+  }
   override put(key: string, body: Uint8Array, options?: PutOptions): Promise<{ etag: string }> {
-    if (BASE_KEY.test(key)) return Promise.resolve({ etag: '"not-written"' });
-    return super.put(key, body, options);
+    const { ifNoneMatch: _, ...rest } = options ?? {};
+    return super.put(this.#stale(key), body, rest);
   }
 }
 

@@ -28,9 +28,10 @@ export interface Variant {
   /** Changes a process's writes to its own heartbeat. */
   ownHeartbeatPut?: (options: PutOptions) => PutOptions;
   /**
-   * Breaks replication (sim/executor.ts): `no-base`, a hold's base is never
-   * stored; `trust-local`, the restore is shown no history past a cleanly
-   * closed local file.
+   * Breaks replication (sim/executor.ts): `stale-generation`, uploads under
+   * the actor's first generation, unconditioned; `trust-local`, the restore is
+   * shown no history past a cleanly closed local file; `executor-as-is`, the
+   * executor as executor_main.ts is (it runs events after the lease ran out).
    */
   replication?: ReplicationBreak;
   /** The invariants expected to catch it (any violation counts as caught). */
@@ -107,11 +108,12 @@ export const VARIANTS: Record<string, Variant> = {
   },
   "upload-not-fenced": {
     name: "upload-not-fenced",
-    description: "uploads are not fenced by generation: a hold's base (wal/<gen>/base, the " +
-      "TXID its generation starts from) is answered as written but never stored, so nothing " +
-      "caps an earlier holder's late uploads, which a restore then takes for the chain",
-    replication: "no-base",
+    description: "uploads are not fenced by generation: every hold writes its base and LTX " +
+      "files under the actor's first generation instead of its own, without the create-only " +
+      "condition, so an earlier holder's late upload lands among or over the current one's",
+    replication: "stale-generation",
     caughtBy: [
+      "upload-wrong-generation",
       "chain-differs",
       "history-unrestorable",
       "durable-write-lost",
