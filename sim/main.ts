@@ -7,7 +7,8 @@
  *
  * A failure prints the seed, the invariant, a command that replays it and
  * the last events of its trace; the exit status is 1 when a seed failed.
- * Reads no clock: time how long a run takes with `time`.
+ * Reads no clock: time how long a run takes with `time`. Needs
+ * `--allow-read --allow-write`: each run's databases are real files.
  *
  * @module
  */
@@ -163,6 +164,15 @@ async function main(): Promise<number> {
     return 2;
   }
   if (!args) return 0;
+  for (const name of ["read", "write"] as const) {
+    if (Deno.permissions.querySync({ name }).state !== "granted") {
+      console.error(
+        `the simulator keeps each actor's SQLite database in a temporary directory: run it ` +
+          `with --allow-read --allow-write (deno run --allow-read --allow-write sim/main.ts)`,
+      );
+      return 2;
+    }
+  }
   const variant = args.variant ? VARIANTS[args.variant] : undefined;
   const totals: Record<string, number> = {};
   const delays: number[] = [];
