@@ -68,6 +68,8 @@ const DELETED = /^actors\/(.+)\/deleted$/;
  */
 export class DataChecks {
   readonly #ledgers = new Map<string, Ledger>();
+  /** When each object under `actors/` was last written, virtual ms. */
+  readonly #writtenAt = new Map<string, number>();
   readonly #fail: Fail;
   readonly #now: () => number;
 
@@ -183,6 +185,11 @@ export class DataChecks {
     return this.#ledger(actor).written.has(generation);
   }
 
+  /** When the object at `key` was last written (virtual ms), if it was. */
+  writtenAt(key: string): number | undefined {
+    return this.#writtenAt.get(key);
+  }
+
   /** The process that took the actor's generation, if known. */
   takerOf(actor: string, generation: bigint): string | undefined {
     return this.#ledger(actor).takers.get(generation);
@@ -203,6 +210,7 @@ export class DataChecks {
     names: (token: string | undefined) => string,
   ): void {
     if (body === null) return;
+    this.#writtenAt.set(key, this.#now());
     const marker = DELETED.exec(key);
     if (marker) {
       const { generation } = decodeDeleted(body, key);

@@ -19,6 +19,10 @@ import { isLostAnswer, ObservedBucket } from "../../sim/bucket.ts";
 import { FakeClock } from "../bucket/fake_clock.ts";
 import { crashClose } from "../../sim/disk.ts";
 import { ActorDatabase } from "../../src/sqlite/actor_database.ts";
+import { replayChain, ReplayError, StoreView } from "../../sim/chain.ts";
+import { databaseChecksum } from "../../src/ltx/checksum.ts";
+import { encodeLtx } from "../../src/ltx/encoder.ts";
+import { baseKey, encodeBase, walFileKey } from "../../src/replication/history.ts";
 
 /**
  * Seeds of the real code every `deno task test` runs (300 virtual seconds
@@ -209,6 +213,43 @@ Deno.test("sim: a crash leaves a database and its -wal as written; a close would
   } finally {
     Deno.removeSync(dir, { recursive: true });
   }
+});
+
+Deno.test("sim: the independent replay caps late uploads, and refuses a gap", () => {
+  const actor = { tenant: "t", class: "c", name: "n" };
+  const page = (byte: number) => new Uint8Array(512).fill(byte);
+  const sum = (byte: number) => databaseChecksum(page(byte), 512);
+  const objects = new Map<string, Uint8Array>();
+  const file = (generation: bigint, min: bigint, max: bigint, byte: number, pre: bigint) =>
+    objects.set(
+      walFileKey(actor, generation, min, max),
+      encodeLtx({
+        header: {
+          pageSize: 512,
+          commit: 1,
+          minTxid: min,
+          maxTxid: max,
+          timestamp: 0,
+          preApplyChecksum: pre,
+        },
+        pages: [{ pgno: 1, data: page(byte) }],
+        postApplyChecksum: sum(byte),
+      }),
+    );
+  file(1n, 1n, 1n, 1, 0n);
+  file(1n, 2n, 2n, 2, sum(1));
+  file(2n, 3n, 3n, 3, sum(2));
+  assert.deepEqual(replayChain(new StoreView(objects), actor), { txid: 3n, checksum: sum(3) });
+  // Generation 1's late upload past where generation 2 began: a gap, until 2's base caps it.
+  file(1n, 3n, 4n, 9, sum(2));
+  assert.throws(() => replayChain(new StoreView(objects), actor), ReplayError);
+  objects.set(
+    baseKey(actor, 2n),
+    encodeBase({ generation: 2n, txid: 2n, checksum: sum(2), node: "b", at: 0 }),
+  );
+  assert.deepEqual(replayChain(new StoreView(objects), actor), { txid: 3n, checksum: sum(3) });
+  objects.delete(walFileKey(actor, 1n, 2n, 2n));
+  assert.throws(() => replayChain(new StoreView(objects), actor), ReplayError);
 });
 
 Deno.test("sim: a run removes its files", async () => {
