@@ -286,10 +286,13 @@ export class SimExecutor {
       await Promise.all([...this.#chains.values()].map((c) => c.catch(() => {})));
       await Promise.all([...this.#resident.values()].map((actor) => this.#close(actor)));
     })();
-    const grace = new Promise<"grace">((resolve) =>
-      this.#o.clock.setTimer(CLOSE_GRACE_MS, () => resolve("grace"))
-    );
-    if (await Promise.race([done, grace]) === "grace") {
+    let timer: { cancel(): void } | undefined;
+    const grace = new Promise<"grace">((resolve) => {
+      timer = this.#o.clock.setTimer(CLOSE_GRACE_MS, () => resolve("grace"));
+    });
+    const first = await Promise.race([done, grace]);
+    timer?.cancel();
+    if (first === "grace") {
       this.#o.log.warn("executor still closing its actors after the grace period: killed");
       this.kill();
       return;
