@@ -582,7 +582,7 @@ export class SimExecutor {
     if (!db) return;
     db.rollback();
     try {
-      actor.store.committed(db);
+      actor.store?.committed(db);
     } catch (error) {
       this.#o.log.error("capture after a failed event failed", {
         actor: actor.id,
@@ -598,7 +598,8 @@ export class SimExecutor {
     if (this.#killed) return;
     this.#pool.peek(actor.path)?.rollback();
     this.#pool.close(actor.path);
-    actor.store.abandon();
+    // Unset while its replica opens (a failed adoption gives it up from there).
+    actor.store?.abandon();
   }
 
   #giveUp(actor: Resident, error: unknown): void {
