@@ -348,7 +348,7 @@ export class WasmKeepNode {
             canTakeFrom: (record) => {
               // In a cluster, another node's actors are free once its
               // heartbeat says released or fenced.
-              if (plane.current) return plane.current.canTakeFrom(record);
+              if (plane.current) return plane.current.canTakeFromFresh(record);
               // A standalone node on its own bucket: a record naming another
               // id was written under an earlier --node-id or host name.
               log.warn("taking an actor whose record names another node id", {
@@ -458,7 +458,17 @@ export class WasmKeepNode {
             : "the bucket did not answer while looking up the actor; retry",
         };
       }
-      if (where.kind === "local") return await host.dispatch(key, request);
+      if (where.kind === "local") {
+        const outcome = await host.dispatch(key, request);
+        if (outcome.kind !== "failed" || outcome.heldBy === undefined) return outcome;
+        // The take found the actor held: another node won the race for it,
+        // or its holder is not gone as the process the record names. Routed
+        // again on the record as it is now, once: forwarded to a live holder,
+        // kept for one that is down, never run here.
+        const again = await cluster.route(key, forwarded).catch(() => undefined);
+        if (!again || again.kind === "local") return outcome;
+        where = again;
+      }
       if (where.kind === "forward") {
         return await cluster.forward(where.address, where.node, key, request, client?.signal);
       }
@@ -485,7 +495,10 @@ export class WasmKeepNode {
           const next = await cluster.route(key, false).catch(() => undefined);
           if (!next || (next.kind === "unavailable" && next.ownerDown)) return { wait: true };
           if (next.kind === "local") {
-            return { wait: false, outcome: "served", value: await host.dispatch(key, request) };
+            const served = await host.dispatch(key, request);
+            // Another node took it first: its next look forwards there.
+            if (served.kind === "failed" && served.heldBy !== undefined) return { wait: true };
+            return { wait: false, outcome: "served", value: served };
           }
           if (next.kind === "forward") {
             return {
@@ -523,7 +536,14 @@ export class WasmKeepNode {
               : "the bucket did not answer while looking up the actor; retry",
           };
         }
-        if (where.kind === "local") return await host.dispatch(target, request);
+        if (where.kind === "local") {
+          const outcome = await host.dispatch(target, request);
+          if (outcome.kind !== "failed" || outcome.heldBy === undefined) return outcome;
+          // Taken by another node meanwhile: routed again, once (as a request).
+          const again = await cluster.route(target, false).catch(() => undefined);
+          if (!again || again.kind === "local") return outcome;
+          where = again;
+        }
         // A call is never kept for a takeover: its caller gets the error.
         if (where.kind !== "forward") return { kind: "not-run", error: where.message };
         return await cluster.forwardCall(where.address, where.node, target, request, call);

@@ -63,6 +63,7 @@ function takeFailed(error: unknown): EventOutcome {
       kind: "failed",
       status: 503,
       message: `the actor is held by another node: ${(error as Error).message}; retry`,
+      heldBy: (error as { record?: { node?: string } }).record?.node,
     };
   }
   if (name === "MalformedRecord") {

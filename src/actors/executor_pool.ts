@@ -61,7 +61,13 @@ export const CLOSE_GRACE_MS = 5000;
 export type EventOutcome =
   /** `node`: the node that ran it, when another one did (a forwarded request). */
   | { kind: "response"; response: ActorResponse; node?: string }
-  | { kind: "failed"; status: number; message: string };
+  | {
+    kind: "failed";
+    status: number;
+    message: string;
+    /** The node holding the actor, when the take found it held (nothing ran). */
+    heldBy?: string;
+  };
 
 /** Options of {@linkcode ExecutorPool}. */
 export interface ExecutorPoolOptions {

@@ -72,6 +72,27 @@ function actorPath(actor: ActorId, request: ActorRequest): string {
   }${request.query ? `?${request.query}` : ""}`;
 }
 
+/**
+ * Whether `heartbeat` frees `record`: released or fenced as the process the
+ * record names. A view a period old may still show the release or fence of
+ * a process the node has since replaced, whose new process took the actor
+ * back. A gone heartbeat of another process frees the record too when that
+ * process was alive after the record was written (the record's process had
+ * been replaced by then: one process per id at a time).
+ *
+ * @example
+ * ```ts
+ * import { heartbeatFrees } from "./cluster_plane.ts";
+ * heartbeatFrees(undefined, { version: 1, node: "b", process: "p", generation: 1n,
+ *   state: "held", at: 0 }); // false
+ * ```
+ */
+export function heartbeatFrees(heartbeat: Heartbeat | undefined, record: OwnerRecord): boolean {
+  return heartbeat !== undefined &&
+    (heartbeat.lease === "released" || heartbeat.lease === "fenced") &&
+    (heartbeat.process === record.process || heartbeat.at >= record.at);
+}
+
 /** Peers skipped for having no cluster listener are logged at most this often. */
 export const SKIPPED_PEERS_LOG_MS = 60_000;
 
@@ -243,16 +264,18 @@ export class ClusterPlane {
    * live keeps its actors until a fence frees them.
    */
   canTakeFrom(record: OwnerRecord): boolean {
-    // Gone as the process the record names: a view a period old may still
-    // show the release or fence of a process the node has since replaced,
-    // whose new process took the actor back.
-    // A gone heartbeat of another process frees the record too when that
-    // process was alive after the record was written (the record's process
-    // had been replaced by then: one process per id at a time).
-    const heartbeat = this.membership.peer(record.node)?.heartbeat;
-    return heartbeat !== undefined &&
-      (heartbeat.lease === "released" || heartbeat.lease === "fenced") &&
-      (heartbeat.process === record.process || heartbeat.at >= record.at);
+    return heartbeatFrees(this.membership.peer(record.node)?.heartbeat, record);
+  }
+
+  /**
+   * {@linkcode ClusterPlane.canTakeFrom}, and when the view says no, the same
+   * rule on the holder's heartbeat read from the bucket now: a route that
+   * read it fresh and found it gone must not meet a take that refuses on a
+   * view a period old.
+   */
+  async canTakeFromFresh(record: OwnerRecord): Promise<boolean> {
+    if (this.canTakeFrom(record)) return true;
+    return heartbeatFrees(await this.#readHeartbeat(record.node), record);
   }
 
   /**
@@ -298,10 +321,7 @@ export class ClusterPlane {
           const heartbeat = heartbeatOf(node);
           return heartbeat !== undefined && isLive(heartbeat, this.options.clock.now(), ttlMs);
         },
-        isGone: (node) => {
-          const lease = heartbeatOf(node)?.lease;
-          return lease === "released" || lease === "fenced";
-        },
+        frees: (record) => heartbeatFrees(heartbeatOf(record.node), record),
         addressOf: (node) => this.#addressOf(heartbeatOf(node)),
         whyNoAddress: (node) => this.#whyNoAddress(node, heartbeatOf(node)),
         isSuspected: (node) => this.#isSuspected(node, heartbeatOf(node)),

@@ -21,8 +21,12 @@ export interface RouterView {
   readRecord(actor: ActorId): Promise<OwnerRecord | undefined>;
   /** Whether a node's heartbeat is live. */
   isLive(nodeId: string): boolean;
-  /** Whether a node's heartbeat says released or fenced: its actors are free. */
-  isGone(nodeId: string): boolean;
+  /**
+   * Whether the record is free to take: its node's heartbeat says released
+   * or fenced, as the process the record names or a later one (the rule
+   * the take itself applies, so routing and taking agree).
+   */
+  frees(record: OwnerRecord): boolean;
   /**
    * The address to send a live node's requests to (its cluster listener, or
    * its `--advertise`), or undefined when this node may not reach it.
@@ -73,7 +77,7 @@ export async function routeRequest(
   if (!record || record.state === "released" || record.node === view.nodeId) {
     return { kind: "local" };
   }
-  if (view.isGone(record.node)) return { kind: "local" };
+  if (view.frees(record)) return { kind: "local" };
   if (view.isLive(record.node) && view.isSuspected(record.node)) {
     return {
       kind: "unavailable",
