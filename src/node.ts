@@ -369,8 +369,11 @@ export class WasmKeepNode {
       },
       clock,
       log,
-      // Events run only while the lease is valid (a cluster node).
+      // Events run only while the lease is valid (a cluster node), and the
+      // executor runs nothing of them past its end (on the wall clock, which
+      // both processes read).
       () => !plane.current || plane.current.valid(),
+      () => plane.current ? clock.now() + (plane.current.lease.validUntil - clock.monotonic()) : 0,
     );
     metrics.gauge(
       "wasmkeep_resident_actors",

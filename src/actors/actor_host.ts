@@ -95,6 +95,8 @@ export class ActorHost {
   readonly #takes = new Map<string, Promise<ActorHold>>();
   /** Whether this node may run events now (in a cluster: its lease is valid). */
   readonly #canRun: () => boolean;
+  /** The end of the node's lease on the wall clock (ms), 0 for none: sent with each event. */
+  readonly #runUntil: () => number;
   readonly #limits: ActorHostLimits;
   readonly #clock: Clock;
   readonly #log: Logger;
@@ -111,10 +113,12 @@ export class ActorHost {
     clock: Clock,
     log: Logger,
     canRun: () => boolean = () => true,
+    runUntil: () => number = () => 0,
   ) {
     this.#pool = pool;
     this.#holds = holds;
     this.#canRun = canRun;
+    this.#runUntil = runUntil;
     this.#limits = limits;
     this.#clock = clock;
     this.#log = log;
@@ -190,7 +194,7 @@ export class ActorHost {
           message: "this node gave the actor up (its lease is not valid); retry",
         });
       }
-      return this.#pool.run(actor.executor, key, Number(generation), request);
+      return this.#pool.run(actor.executor, key, Number(generation), request, this.#runUntil());
     };
     const run = hold ? send(hold.generation) : actor.taking!.then(
       (taken) => send(taken.generation),

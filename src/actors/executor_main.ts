@@ -184,6 +184,13 @@ class Executor {
   readonly #runQueue: (() => void)[] = [];
   readonly #holdChecks = new Map<number, (ok: boolean) => void>();
   #holdSeq = 0;
+  /**
+   * Counts `discard-all`s: an event received before the last one belongs to
+   * a lease that ran out, and never runs (nor does the wake it started).
+   */
+  #epoch = 0;
+  /** What bounds each event under way: the epoch it came in and its lease's end. */
+  readonly #eventLimits = new Map<number, { epoch: number; until: number }>();
   /** actors.call sent to the node, by id, until their answer. */
   readonly #calls = new Map<number, (answer: CallAnswer) => void>();
   #callSeq = 0;
@@ -260,21 +267,27 @@ class Executor {
     const controller = new AbortController();
     const remaining = this.#eventStartedAt + this.init.eventTimeoutMs - performance.now();
     const timer = setTimeout(() => controller.abort(), Math.max(0, remaining));
+    let stopping: Promise<void> | undefined;
     const timedOut = new Promise<never>((_, reject) =>
-      controller.signal.addEventListener("abort", async () => {
-        await onTimeout?.();
+      controller.signal.addEventListener("abort", () => {
+        // The 504 wins the race before onTimeout stops the work, whose own
+        // rejection (the abort) would otherwise be taken for a failure.
         reject(
           new EventFailure(
             504,
             `the actor did not finish its event within ${this.init.eventTimeoutMs / 1000} s`,
           ),
         );
+        stopping = onTimeout?.().catch(() => {});
       })
     );
+    let result: T;
     try {
-      return await Promise.race([work, timedOut]);
+      result = await Promise.race([work, timedOut]);
     } finally {
       clearTimeout(timer);
+      // The stopped work has ended before anything else of this actor runs.
+      await stopping;
       await this.#acquire(true);
       this.#eventStartedAt = this.#startedAt.get(seq) ?? performance.now();
       // Written before the event goes on, for the same reason: the node
@@ -282,6 +295,9 @@ class Executor {
       this.post({ type: "resumed", seq });
       await this.#sender.drain();
     }
+    // Its lease may have run out while it waited: it does nothing more.
+    this.#checkLease(seq);
+    return result;
   }
 
   #db(path: string): ActorDatabase {
@@ -586,6 +602,7 @@ class Executor {
         await this.#suspend(seq, this.#close(actor));
         actor = undefined;
       }
+      this.#checkLease(seq);
       if (!actor) {
         actor = await this.#wake(seq, key, id, generation);
       } else if (!actor.exports) {
@@ -597,6 +614,8 @@ class Executor {
       const path = actor.path;
       const before = actor.store.beforeEvent(() => this.#db(path));
       if (before) await this.#suspend(seq, before);
+      // A wake that waited on the bucket may end after the lease it began in.
+      this.#checkLease(seq, actor);
       // A delete-self during the event unsets the instance it runs in.
       const response = await actor.exports!.onRequest(request);
       if (db()?.inTransaction) {
@@ -631,8 +650,27 @@ class Executor {
       }
     } finally {
       this.#startedAt.delete(seq);
+      this.#eventLimits.delete(seq);
       this.#release();
     }
+  }
+
+  /**
+   * Fails the event (503) when the node's lease it was sent under ran out:
+   * a `discard-all` came since, or the wall clock passed the lease's end.
+   * An actor woken for it at a generation a `discard-all` dropped is given
+   * up, so no later event runs at that generation either.
+   */
+  #checkLease(seq: number, actor?: ResidentActor): void {
+    const limit = this.#eventLimits.get(seq);
+    if (!limit) return;
+    const discarded = limit.epoch !== this.#epoch;
+    if (!discarded && (limit.until === 0 || Date.now() < limit.until)) return;
+    if (discarded && actor && !actor.dead) {
+      this.#discard(actor);
+      this.#rememberGiveUp(actor.id, actor.generation);
+    }
+    throw new EventFailure(503, "the node's lease ran out before the event could run; retry");
   }
 
   /** Closes a resident actor: replicated, its uploads land (bounded); then its database closes. */
@@ -656,6 +694,7 @@ class Executor {
     switch (message.type) {
       case "event": {
         const id = actorKeyString(message.actor);
+        this.#eventLimits.set(message.seq, { epoch: this.#epoch, until: message.until });
         this.#chain(
           id,
           () => this.#runEvent(message.seq, id, message.actor, message.generation, message.request),
@@ -687,6 +726,7 @@ class Executor {
         return;
       }
       case "discard-all": {
+        this.#epoch++;
         for (const actor of [...this.#resident.values()]) {
           this.#discard(actor);
           // Its generation is over: queued events of it get a 503.

@@ -141,6 +141,8 @@ interface PendingEvent {
   /** The actor's key string, for per-actor order. */
   id: string;
   generation: number;
+  /** The end of the node's lease (wall-clock ms), or 0; see the `event` message. */
+  until: number;
   request: ActorRequest;
   resolve: (outcome: EventOutcome) => void;
   /** When the event started running, as far as the node can tell (see #arm). */
@@ -470,6 +472,7 @@ export class ExecutorPool {
         seq: pending.seq,
         actor: pending.actor,
         generation: pending.generation,
+        until: pending.until,
         request: pending.request,
       });
     } catch (error) {
@@ -578,6 +581,7 @@ export class ExecutorPool {
     actor: ActorKey,
     generation: number,
     request: ActorRequest,
+    until = 0,
   ): Promise<EventOutcome> {
     const executor = this.#executors[index];
     if (!executor.process && executor.startedAt > this.#options.clock.monotonic()) {
@@ -593,6 +597,7 @@ export class ExecutorPool {
         actor,
         id: actorKeyString(actor),
         generation,
+        until,
         request,
         resolve,
         startedAt: undefined,

@@ -84,6 +84,13 @@ export type ToExecutor =
     actor: ActorKey;
     /** The generation of the node's hold on the actor. */
     generation: number;
+    /**
+     * The end of the node's lease, in ms since the epoch on the machine's
+     * wall clock (both processes read it); 0 for a node without one. The
+     * executor runs nothing of the event past it: a node frozen with its
+     * executors may resume them before it sends `discard-all`.
+     */
+    until: number;
     request: ActorRequest;
   }
   | { type: "drop"; actor: ActorKey; generation: number }

@@ -154,6 +154,35 @@ Deno.test("an event waiting on the bucket lets other actors' events run meanwhil
   }
 });
 
+Deno.test("the executor runs nothing of an event past the end of the lease it was sent under", async () => {
+  const dataDir = await Deno.makeTempDir();
+  // The node's answer to the durable write's hold check comes late: the
+  // lease the event was sent under has ended by then.
+  const pool = await testbedPool(dataDir, [], {
+    checkHold: () => new Promise((resolve) => setTimeout(() => resolve(true), 600)),
+  });
+  try {
+    const warm = await pool.run(0, testbed("a"), 1, request("/rows"), Date.now() + 10_000);
+    assert.equal(warm.kind, "response");
+    // Sent with a lease already over: refused before it runs, nothing written.
+    const late = await pool.run(0, testbed("a"), 1, request("/insert?late"), Date.now() - 1);
+    assert.equal(late.kind === "failed" && late.status, 503, JSON.stringify(late));
+    assert.match(late.kind === "failed" ? late.message : "", /lease ran out before the event/);
+    // A durable write whose wait outlives the lease: it does nothing more after it.
+    const durable = await pool.run(0, testbed("a"), 1, request("/durable"), Date.now() + 300);
+    assert.equal(durable.kind === "failed" && durable.status, 503, JSON.stringify(durable));
+    const rows = await pool.run(0, testbed("a"), 1, request("/rows"), Date.now() + 10_000);
+    assert.equal(
+      rows.kind === "response" && new TextDecoder().decode(rows.response.body),
+      "1",
+      "the late insert never ran; the durable write committed before its wait",
+    );
+  } finally {
+    await pool.close();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
+
 Deno.test("closing the pool answers the events still pending", async () => {
   const dataDir = await Deno.makeTempDir();
   const pool = await testbedPool(dataDir, []);
