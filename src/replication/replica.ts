@@ -22,7 +22,8 @@ import {
   type SnapshotSchedule,
 } from "./uploader.ts";
 import type { ReadLimiter } from "./read_limiter.ts";
-import { restoreActor } from "./restore.ts";
+import { restoreActor, setAside } from "./restore.ts";
+import { DatabaseSync } from "node:sqlite";
 import { collectHistory, eraseHistory } from "./collect.ts";
 
 /** What a replica needs of its node. */
@@ -127,10 +128,25 @@ export class ActorReplica {
     // A database created by this open starts empty: its first pages (the
     // journal mode in page 1, WasmKeep's own table) reach the -wal and the
     // first capture, which is then a whole snapshot.
-    const existed = hasData(path);
+    let existed = hasData(path);
     // No history at all, and a database here: the first node to touch an
     // actor decides its history (the spec's "Joining a cluster with existing
-    // data"), so this file becomes its first snapshot.
+    // data"), so this file becomes its first snapshot; unless it cannot be
+    // read (a power loss tore it): then it is set aside and the actor starts
+    // empty, since nothing of it ever reached the bucket, no durable write
+    // of it was acknowledged.
+    if (result.outcome === "empty" && result.txid === 0n && existed) {
+      const problem = unreadable(path);
+      if (problem) {
+        context.log.warn("a local database without history in the bucket cannot be read", {
+          actor: `${options.actor.tenant}/${options.actor.class}/${options.actor.name}`,
+          problem,
+          kept_as: path + ".replaced",
+        });
+        setAside(path);
+        existed = false;
+      }
+    }
     const adopt = result.outcome === "empty" && result.txid === 0n && existed;
     const db = options.openDatabase();
     // Frames a crash left in an adopted file's -wal belong to it: fold them
@@ -318,6 +334,41 @@ export class ActorReplica {
   abandon(): void {
     this.#closed = true;
     removePosition(positionPath(this.options.path));
+  }
+}
+
+/**
+ * Why the database at `path` cannot be adopted, or `undefined` when SQLite's
+ * `quick_check` finds it sound. A `-shm` the check made is removed (the
+ * actor's own connection uses exclusive locking, without one).
+ */
+function unreadable(path: string): string | undefined {
+  const shm = `${path}-shm`;
+  const hadShm = hasFile(shm);
+  let db: DatabaseSync | undefined;
+  try {
+    db = new DatabaseSync(path);
+    const rows = db.prepare("PRAGMA quick_check").all() as { quick_check: string }[];
+    const verdict = rows.map((row) => row.quick_check).join("; ");
+    return verdict === "ok" ? undefined : verdict;
+  } catch (error) {
+    return (error as Error).message;
+  } finally {
+    try {
+      db?.close();
+    } catch {
+      // A connection that failed to open has nothing to close.
+    }
+    if (!hadShm && hasFile(shm)) Deno.removeSync(shm);
+  }
+}
+
+function hasFile(path: string): boolean {
+  try {
+    Deno.lstatSync(path);
+    return true;
+  } catch {
+    return false;
   }
 }
 

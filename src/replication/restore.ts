@@ -603,6 +603,20 @@ function applyChecked(
  * next to the new file would be replayed into it.
  */
 function swapIn(path: string, built: string | undefined): void {
+  setAside(path);
+  if (built) Deno.renameSync(built, path);
+}
+
+/**
+ * Moves the local database and its `-wal` to `<path>.replaced`
+ * (`.replaced-wal`), replacing the ones kept there: the `-wal` first.
+ *
+ * @example
+ * ```ts ignore
+ * setAside("/data/actors/default/counter/a.db"); // now a.db.replaced
+ * ```
+ */
+export function setAside(path: string): void {
   const replaced = path + REPLACED_SUFFIX;
   const hasDb = exists(path);
   const hasWal = exists(path + WAL_SUFFIX);
@@ -612,7 +626,6 @@ function swapIn(path: string, built: string | undefined): void {
   }
   if (hasWal) Deno.renameSync(path + WAL_SUFFIX, replaced + WAL_SUFFIX);
   if (hasDb) Deno.renameSync(path, replaced);
-  if (built) Deno.renameSync(built, path);
 }
 
 function exists(path: string): boolean {

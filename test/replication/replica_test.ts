@@ -315,6 +315,35 @@ Deno.test("replica: a database that exists with no history is adopted as the fir
   }
 });
 
+Deno.test("replica: a torn local database with no history is not adopted: kept as .replaced, the actor starts empty", async () => {
+  const w = new World();
+  try {
+    const path = w.path("a");
+    const before = new DatabaseSync(path);
+    before.exec(SCHEMA);
+    before.exec("INSERT INTO items(name, body) VALUES ('old', randomblob(20000))");
+    before.close();
+    // A power loss tore it: its second page is garbage.
+    const bytes = Deno.readFileSync(path);
+    bytes.fill(0xa5, PAGE_SIZE, 2 * PAGE_SIZE);
+    Deno.writeFileSync(path, bytes);
+
+    const opened = await w.open(path, 1n);
+    assert.equal(w.lastRestore().outcome, "empty");
+    assert.deepEqual(Deno.readFileSync(path + ".replaced"), bytes);
+    assert.equal(exists(path + "-shm"), false);
+    // It works as a new actor: events are captured and uploaded from TXID 1.
+    assert.equal(
+      await event(opened, SCHEMA, "INSERT INTO items(name, body) VALUES ('new', 'y')"),
+      1n,
+    );
+    assert.equal(rows(opened.db).length, 1);
+    assert.equal(await opened.replica.close(() => opened.db.close()), true);
+  } finally {
+    w.close();
+  }
+});
+
 Deno.test("replica: an adopted file's -wal left by a crash belongs to it and is in the first snapshot", async () => {
   const w = new World();
   const scratch = Deno.makeTempDirSync({ prefix: "wasmkeep-crashed-" });
