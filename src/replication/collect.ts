@@ -268,6 +268,11 @@ export interface EraseOptions {
   generation?: bigint;
   /** The TXID of the `deleted` marker. */
   txid?: bigint;
+  /**
+   * Whether the node still holds the actor at `generation`; asked before
+   * each delete (what is not deleted is counted as failed).
+   */
+  stillHolds?: () => boolean;
   /** Stops the erasure between deletes. */
   signal?: AbortSignal;
   /** Where failures are logged. */
@@ -321,7 +326,10 @@ export async function eraseHistory(options: EraseOptions): Promise<DeleteCounts>
     }
     const failed: string[] = [];
     for (const key of left) {
-      if (signal?.aborted) failed.push(key);
+      // A holder that took the actor after this one may have restored
+      // without the delete (its marker landing late) and build on what is
+      // here: only the holder that deleted erases, while it holds.
+      if (signal?.aborted || options.stillHolds?.() === false) failed.push(key);
       else if (await deleteOnce(bucket, clock, key, signal, log)) deleted++;
       else failed.push(key);
     }

@@ -263,8 +263,13 @@ export function parseHistory(objects: Iterable<ObjectInfo>, actor: ActorId): Act
 }
 
 /**
- * The bases a restore must read (step 3 of the walk): those of every
- * generation the `deleted` marker leaves, ascending.
+ * The bases a restore must read (step 3 of the walk): every generation's,
+ * ascending. Those of generations before a `deleted` marker matter too: a
+ * marker a later generation's base starts below was lost (see
+ * {@linkcode supersededDelete}), and the history before it stands.
+ *
+ * `deleted` is kept in the signature for the callers' sake; it no longer
+ * narrows the set.
  *
  * @example
  * ```ts
@@ -273,10 +278,34 @@ export function parseHistory(objects: Iterable<ObjectInfo>, actor: ActorId): Act
  * basesToRead(history, undefined); // []
  * ```
  */
-export function basesToRead(history: ActorHistory, deleted?: DeletedRecord): HistoryBase[] {
-  return [...history.bases.values()]
-    .filter((b) => !deleted || b.generation >= deleted.generation)
-    .sort((a, b) => compare(a.generation, b.generation));
+export function basesToRead(history: ActorHistory, _deleted?: DeletedRecord): HistoryBase[] {
+  return [...history.bases.values()].sort((a, b) => compare(a.generation, b.generation));
+}
+
+/**
+ * Whether the `deleted` marker was lost: the base of a later generation
+ * starts below the delete's TXID, so that holder restored the history
+ * without the delete (the marker landed late, after it took the actor) and
+ * wrote on it. The delete is then lost as a plain write may be, and the
+ * walk ignores the marker; following it would leave the later holder's
+ * files, acknowledged durable writes among them, out of the chain.
+ *
+ * @example
+ * ```ts
+ * import { supersededDelete } from "./history.ts";
+ * const bases = new Map([[3n, { generation: 3n, txid: 5n, checksum: 1n, node: "b", at: 0 }]]);
+ * supersededDelete(bases, { generation: 2n, txid: 9n, node: "a", at: 0 }); // true
+ * ```
+ */
+export function supersededDelete(
+  bases: Map<bigint, BaseRecord>,
+  deleted: DeletedRecord | undefined,
+): boolean {
+  if (!deleted) return false;
+  for (const base of bases.values()) {
+    if (base.generation > deleted.generation && base.txid < deleted.txid) return true;
+  }
+  return false;
 }
 
 /**
@@ -363,10 +392,18 @@ export interface RestorePlan {
 export function planRestore(
   history: ActorHistory,
   bases: Map<bigint, BaseRecord>,
-  deleted: DeletedRecord | undefined,
+  marker: DeletedRecord | undefined,
   local?: LocalPosition,
 ): RestorePlan {
   const dropped: { key: string; reason: string }[] = [];
+  const deleted = supersededDelete(bases, marker) ? undefined : marker;
+  if (marker && !deleted) {
+    dropped.push({
+      key: history.deleted?.key ?? "deleted",
+      reason: `a later generation's base starts below the delete at ${marker.txid}: the delete ` +
+        `was lost`,
+    });
+  }
   for (const [generation, base] of bases) {
     if (base.generation !== generation) {
       throw new HistoryError(

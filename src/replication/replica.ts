@@ -257,6 +257,7 @@ export class ActorReplica {
       actor: this.options.actor,
       generation: this.options.generation,
       txid,
+      stillHolds: () => !this.#closed && !this.uploader.failed,
     })
       .then(({ deleted, failed }) => {
         if (deleted) count("wasmkeep_history_collected_total", deleted);

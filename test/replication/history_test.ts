@@ -21,6 +21,7 @@ import {
   parseHistory,
   planRestore,
   type RestorePlan,
+  supersededDelete,
   walFileKey,
 } from "../../src/replication/history.ts";
 import { ACTOR } from "./source_db.ts";
@@ -297,6 +298,33 @@ Deno.test("planRestore: the deleted marker drops older generations and earlier f
   });
   assert.deepEqual(walk(after), ["empty@6", "2:7-8"]);
   assert.deepEqual([...after.checkpoints], [[6n, EMPTY_DATABASE_CHECKSUM]]);
+});
+
+Deno.test("planRestore: a deleted marker a later generation's base starts below was lost: the walk ignores it", () => {
+  // Generation 1 wrote up to 8 and deleted the actor at 9, but its marker
+  // landed late: generation 2 had restored at 6 without it and wrote 7.
+  const history = parseHistory([
+    file(1n, 1n, 5n),
+    file(1n, 6n, 6n),
+    file(1n, 7n, 8n),
+    base(1n),
+    info(deletedKey(ACTOR)),
+    base(2n),
+    file(2n, 7n, 7n),
+  ], ACTOR);
+  const deleted = marker(1n, 9n);
+  assert.deepEqual(basesToRead(history, deleted).map((b) => b.generation), [1n, 2n]);
+  const bases = new Map([
+    [1n, record(1n, 0n, EMPTY_DATABASE_CHECKSUM)],
+    [2n, record(2n, 6n)],
+  ]);
+  assert.equal(supersededDelete(bases, deleted), true);
+  const p = planRestore(history, bases, deleted);
+  assert.deepEqual(walk(p), ["1:1-5", "1:6-6", "2:7-7"]);
+  assert.ok(p.dropped.some((d) => d.key === deletedKey(ACTOR) && /was lost/.test(d.reason)));
+  assert.equal(p.target, 7n);
+  // A later base at or above the delete restored with it: the marker stands.
+  assert.equal(supersededDelete(new Map([[2n, record(2n, 9n)]]), deleted), false);
 });
 
 Deno.test("planRestore: bases that disagree with the walk are corruption", () => {
