@@ -155,7 +155,8 @@ const BASE = /^wal\/([0-9a-f]{16})\/base$/;
 
 /**
  * Replays `actor`'s history in the store by ADR 0002's rule, independently
- * of `src/replication`: the delete marker drops what came before it; each
+ * of `src/replication`: the delete marker drops what came before it (unless
+ * a later generation's base starts below it: then it was lost); each
  * generation's files past the next base's TXID are late and dropped; the
  * walk starts at the newest snapshot (or the empty database at the delete or
  * at 0) and takes the file that starts right after it, the higher generation
@@ -187,6 +188,11 @@ export function replayChain(store: StoreView, actor: ActorId): ChainPosition {
       const marker = decodeDeleted(body, key);
       deleted = { generation: marker.generation, txid: marker.txid };
     }
+  }
+  // A marker a later generation's base starts below was lost: that holder
+  // restored without the delete (ADR 0002, step 2).
+  if (deleted && [...bases].some(([g, txid]) => g > deleted!.generation && txid < deleted!.txid)) {
+    deleted = undefined;
   }
   const keptBases = [...bases].filter(([g]) => !deleted || g >= deleted.generation)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));

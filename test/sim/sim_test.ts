@@ -35,22 +35,7 @@ const BUDGET = 40;
  * fixed yet (docs/testing.md): the budget skips them, and a test checks that
  * each still shows it. Once fixed, the seed moves to `FIXED_SEEDS`.
  */
-const OPEN_BUGS: { seed: number; kind: string; bug: string }[] = [
-  {
-    seed: 1126,
-    kind: "history-unrestorable",
-    bug: "a delete marker of an older generation that lands after a newer generation " +
-      "restored without it makes the newer generation's chain unrestorable " +
-      "(src/replication: planRestore starts from the empty database at the marker)",
-  },
-  {
-    seed: 163,
-    kind: "replica-open-failed",
-    bug: "a local database torn by a power loss, with no history in the bucket, is adopted " +
-      "as it is, and every event of the actor on that node fails: 'database disk image is " +
-      "malformed' (src/replication/replica.ts, the adoption)",
-  },
-];
+const OPEN_BUGS: { seed: number; kind: string; bug: string }[] = [];
 
 Deno.test(`sim: the real code keeps every invariant on seeds 1 to ${BUDGET}`, async () => {
   const known = new Set<string>();
@@ -279,6 +264,15 @@ Deno.test("sim: a run removes its files", async () => {
 /** Seeds that showed a violation of the real code before its fix, by the fix. */
 const FIXED_SEEDS: { seed: number; fixed: string }[] = [
   { seed: 379, fixed: "take-without-lease (TakeOptions.mayWrite)" },
+  {
+    seed: 1126,
+    fixed: "history-unrestorable: a late delete marker a newer generation's base starts below " +
+      "is ignored by the walk (ADR 0002, step 2)",
+  },
+  {
+    seed: 163,
+    fixed: "replica-open-failed: a torn local file without history is set aside, not adopted",
+  },
 ];
 
 for (const { seed, fixed } of FIXED_SEEDS) {
