@@ -92,7 +92,18 @@ class FileStore implements PageStore {
       this.flush();
       this.#runFirst = pgno;
     }
-    this.#run ??= new Uint8Array(FILE_WRITE_PAGES * this.pageSize);
+    const needed = (this.#runCount + 1) * this.pageSize;
+    if (!this.#run || this.#run.length < needed) {
+      // Grown as runs get longer: most files apply a few pages, and a whole
+      // buffer each would zero a MiB per file of a restore.
+      const pages = Math.min(
+        FILE_WRITE_PAGES,
+        Math.max(16, 2 * (this.#run?.length ?? 0) / this.pageSize),
+      );
+      const grown = new Uint8Array(pages * this.pageSize);
+      if (this.#run) grown.set(this.#run.subarray(0, this.#runCount * this.pageSize));
+      this.#run = grown;
+    }
     this.#run.set(data, this.#runCount * this.pageSize);
     this.#runCount++;
     this.pageCount = Math.max(this.pageCount, pgno);
