@@ -268,11 +268,6 @@ export interface EraseOptions {
   generation?: bigint;
   /** The TXID of the `deleted` marker. */
   txid?: bigint;
-  /**
-   * Whether the node still holds the actor at `generation`; asked before
-   * each delete (what is not deleted is counted as failed).
-   */
-  stillHolds?: () => boolean;
   /** Stops the erasure between deletes. */
   signal?: AbortSignal;
   /** Where failures are logged. */
@@ -326,10 +321,7 @@ export async function eraseHistory(options: EraseOptions): Promise<DeleteCounts>
     }
     const failed: string[] = [];
     for (const key of left) {
-      // A holder that took the actor after this one may have restored
-      // without the delete (its marker landing late) and build on what is
-      // here: only the holder that deleted erases, while it holds.
-      if (signal?.aborted || options.stillHolds?.() === false) failed.push(key);
+      if (signal?.aborted) failed.push(key);
       else if (await deleteOnce(bucket, clock, key, signal, log)) deleted++;
       else failed.push(key);
     }

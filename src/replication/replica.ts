@@ -251,13 +251,20 @@ export class ActorReplica {
     this.#sums = undefined;
     await this.uploader.recordDelete(txid);
     const { bucket, clock, count } = this.context;
+    // Only an owner that still held the actor when its marker landed
+    // erases: a later holder may have restored without a marker that
+    // landed late, and builds on what is here (the walk then ignores the
+    // marker).
+    if (this.#closed || this.uploader.failed) {
+      this.context.log.warn("the actor was given up before its delete marker landed: no erasure");
+      return;
+    }
     eraseHistory({
       bucket,
       clock,
       actor: this.options.actor,
       generation: this.options.generation,
       txid,
-      stillHolds: () => !this.#closed && !this.uploader.failed,
     })
       .then(({ deleted, failed }) => {
         if (deleted) count("wasmkeep_history_collected_total", deleted);
