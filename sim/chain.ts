@@ -35,7 +35,15 @@ export interface ChainPosition {
   checksum: bigint;
 }
 
-/** The store's content, read without a call and without faults. */
+/**
+ * The store's content, read without a call and without faults.
+ *
+ * @example
+ * ```ts ignore
+ * const view = new StoreView(observedBucket.shadow);
+ * replayChain(view, { tenant: "default", class: "counter", name: "x0" });
+ * ```
+ */
 export class StoreView implements Bucket {
   constructor(readonly objects: ReadonlyMap<string, Uint8Array>) {}
 
@@ -97,6 +105,11 @@ export interface Restored extends ChainPosition {
 /**
  * Restores `actor` from the store with `restoreActor` into `scratch` (which
  * is removed again), and reads what it holds. Throws what the restore throws.
+ *
+ * @example
+ * ```ts ignore
+ * const { txid, checksum, ids } = await restoreFromStore(view, actor, "/tmp/check.db");
+ * ```
  */
 export async function restoreFromStore(
   store: StoreView,
@@ -164,6 +177,11 @@ const BASE = /^wal\/([0-9a-f]{16})\/base$/;
  * image's, and its post-apply checksum what the image has after it. Throws
  * {@linkcode ReplayError} when the walk stops short of the target or a
  * checksum does not hold.
+ *
+ * @example
+ * ```ts ignore
+ * const { txid, checksum } = replayChain(new StoreView(objects), actor);
+ * ```
  */
 export function replayChain(store: StoreView, actor: ActorId): ChainPosition {
   const prefix = actorPrefix(actor);

@@ -111,6 +111,11 @@ export class RunDisk {
 /**
  * Closes a database connection as a crash would leave it: the database and
  * its `-wal` keep the bytes they had (SQLite's close would checkpoint).
+ *
+ * @example
+ * ```ts ignore
+ * crashClose(path, () => pool.close(path)); // path-wal still holds the commits
+ * ```
  */
 export function crashClose(path: string, close: () => void): void {
   const files = [path, `${path}-wal`];
@@ -140,6 +145,11 @@ export type PowerLossEffect = "kept" | "wal-lost" | "reverted" | "torn";
  * database under it is kept, loses its `-wal`, goes back to its last clean
  * close (database and `.pos` together), or is cut short, as `random` draws.
  * Returns what happened to each, by path relative to `dir`.
+ *
+ * @example
+ * ```ts ignore
+ * losePower(dataDir, seededRandom(1)); // Map { "actors/default/counter/x0.db" => "torn" }
+ * ```
  */
 export function losePower(dir: string, random: Random): Map<string, PowerLossEffect> {
   const effects = new Map<string, PowerLossEffect>();
