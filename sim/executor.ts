@@ -15,22 +15,18 @@
  * is reported to an {@linkcode ExecutorObserver} as it happens, for the
  * invariants.
  *
- * Two differences from executor_main, on purpose: the simulator found that
- * it runs events on a node whose lease is not valid (the variant
- * `executor-as-is` keeps its behaviour, and catches it):
- *
- * - its `discard-all` (the node's lease ran out) discards the resident
- *   actors only, so an actor whose wake (restore) is under way, and the
- *   events queued behind it, wake at the dropped generation and run once a
- *   restore lands. Here `discardAll` also gives up every actor with events
- *   under way, and an event checks, once its wake returns, that its actor was
- *   not given up meanwhile;
- * - it runs every event the node sent, however late: events queued behind
- *   one that waits on the bucket run when it ends, also once the node's lease
- *   has run out (after a freeze, the executor may run them before the node's
- *   lease timer sends `discard-all`). Here an event's statement runs only
- *   while the node's lease is valid (`canRun`; a real executor would need
- *   the lease's end from the node, on a clock both processes read).
+ * What the simulator found executor_main doing before b0ea67d, and what it
+ * does since (the variant `executor-as-is` keeps the old behaviour, and is
+ * caught): it ran events on a node whose lease was not valid. Its
+ * `discard-all` (the lease ran out) discarded the resident actors only, so an
+ * actor whose wake (restore) was under way, and the events queued behind it,
+ * woke at the dropped generation and ran once a restore landed; and it ran
+ * every event the node sent, however late, also once the lease had run out
+ * (after a freeze, before the node's lease timer sent `discard-all`). Here
+ * `discardAll` also gives up every actor with events under way, an event
+ * checks once its wake returns that its actor was not given up meanwhile, and
+ * a statement runs only while the node's lease is valid (`canRun`; the real
+ * executor gets the lease's end with each event).
  *
  * Not simulated: the run token (events of different actors interleave only at
  * bucket waits here too, and take no virtual time), instances and on-init,

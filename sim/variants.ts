@@ -31,7 +31,7 @@ export interface Variant {
    * Breaks replication (sim/executor.ts): `stale-generation`, uploads under
    * the actor's first generation, unconditioned; `trust-local`, the restore is
    * shown no history past a cleanly closed local file; `executor-as-is`, the
-   * executor as executor_main.ts is (it runs events after the lease ran out).
+   * executor as executor_main.ts was before b0ea67d (it ran events after the lease ran out).
    */
   replication?: ReplicationBreak;
   /** The invariants expected to catch it (any violation counts as caught). */
@@ -140,7 +140,8 @@ export const VARIANTS: Record<string, Variant> = {
   },
   "executor-as-is": {
     name: "executor-as-is",
-    description: "the executor as src/actors/executor_main.ts is: it runs every event the " +
+    description:
+      "the executor as src/actors/executor_main.ts was before b0ea67d: it runs every event the " +
       "node sent, however late (events queued behind a bucket wait run after the node's lease " +
       "ran out, before discard-all arrives), and its discard-all spares actors still waking, " +
       "whose queued events wake them at the dropped generation",
