@@ -26,9 +26,9 @@ import { baseKey, encodeBase, walFileKey } from "../../src/replication/history.t
 
 /**
  * Seeds of the real code every `deno task test` runs (300 virtual seconds
- * each, about a second of CPU each with real SQLite and replication).
+ * each, about half a second of CPU each with real SQLite and replication).
  */
-const BUDGET = 40;
+const BUDGET = 60;
 
 /**
  * Seeds that show a bug of the real code the simulator found and that is not
