@@ -80,6 +80,12 @@ Deno.test("cluster listeners: forwarding and actors.call between two nodes over 
       answer = await request(`${b.url}/actor/testbed/x/rows`);
       assert.deepEqual([answer.status, answer.body, answer.node], [200, "2", "a"]);
       assert.match(a.logs(), /cluster listener up/);
+      // Not ready until peers can have listed the new fingerprint: a period
+      // and the allowed skew (0.9 + 0.3 s with a 3 s ttl) after joining.
+      const at = (message: string) =>
+        Date.parse(a.logs().match(new RegExp(`^(\\S+) INFO  ${message}`, "m"))![1]);
+      const wait = at("node ready") - at("node joined the cluster");
+      assert.ok(wait >= 1150, `ready ${wait} ms after joining`);
 
       // b takes y; y calls x on a: x sees y as its caller.
       answer = await request(`${b.url}/actor/testbed/y/rows`);
