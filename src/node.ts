@@ -19,6 +19,7 @@ import { type Bucket, openBucket, probeBucket } from "./bucket/mod.ts";
 import { MetricsRegistry } from "./metrics/registry.ts";
 import { type Hold, OwnershipRecords } from "./cluster/ownership.ts";
 import { ClusterPlane, type ClusterPlaneOptions } from "./cluster/cluster_plane.ts";
+import type { Route } from "./cluster/router.ts";
 import { leaseTiming } from "./cluster/lease_timing.ts";
 import { NodeIdInUse } from "./cluster/node_id_check.ts";
 import { FORWARDED_BY_HEADER } from "./http/forward.ts";
@@ -95,6 +96,13 @@ export interface ClusterOptions {
   maxConnections: number;
   /** The node lease ttl; every lease timing derives from it. */
   leaseTtlMs: number;
+}
+
+/** The answer to an ownership record that could not be read while routing. */
+function lookupFailure(error: unknown): { status: number; message: string } {
+  return (error as Error).name === "MalformedRecord"
+    ? { status: 500, message: (error as Error).message }
+    : { status: 503, message: "the bucket did not answer while looking up the actor; retry" };
 }
 
 /** How often the cluster listener's peers are checked against the heartbeats. */
@@ -434,6 +442,23 @@ export class WasmKeepNode {
       }
       increment();
     };
+    /**
+     * Runs a request routed here. A take that found the actor held (another
+     * node won the race for it, or its holder is not gone as the process the
+     * record names) routes it again on the record as it is now, once: the
+     * outcome, or where it goes instead (never here).
+     */
+    const runHere = async (
+      cluster: ClusterPlane,
+      key: ActorKey,
+      request: ActorRequest,
+      forwarded: boolean,
+    ): Promise<EventOutcome | Exclude<Route, { kind: "local" }>> => {
+      const outcome = await host.dispatch(key, request);
+      if (outcome.kind !== "failed" || outcome.heldBy === undefined) return outcome;
+      const again = await cluster.route(key, forwarded).catch(() => undefined);
+      return !again || again.kind === "local" ? outcome : again;
+    };
     const route = async (
       key: ActorKey,
       request: ActorRequest,
@@ -453,24 +478,12 @@ export class WasmKeepNode {
           actor: `${key.tenant}/${key.class}/${key.name}`,
           error: String(error),
         });
-        return {
-          kind: "failed",
-          status: (error as Error).name === "MalformedRecord" ? 500 : 503,
-          message: (error as Error).name === "MalformedRecord"
-            ? (error as Error).message
-            : "the bucket did not answer while looking up the actor; retry",
-        };
+        return { kind: "failed", ...lookupFailure(error) };
       }
       if (where.kind === "local") {
-        const outcome = await host.dispatch(key, request);
-        if (outcome.kind !== "failed" || outcome.heldBy === undefined) return outcome;
-        // The take found the actor held: another node won the race for it,
-        // or its holder is not gone as the process the record names. Routed
-        // again on the record as it is now, once: forwarded to a live holder,
-        // kept for one that is down, never run here.
-        const again = await cluster.route(key, forwarded).catch(() => undefined);
-        if (!again || again.kind === "local") return outcome;
-        where = again;
+        const ran = await runHere(cluster, key, request, forwarded);
+        if (ran.kind === "response" || ran.kind === "failed") return ran;
+        where = ran;
       }
       if (where.kind === "forward") {
         return await cluster.forward(where.address, where.node, key, request, client?.signal);
@@ -532,20 +545,12 @@ export class WasmKeepNode {
         try {
           where = await cluster.route(target, false);
         } catch (error) {
-          return {
-            kind: "not-run",
-            error: (error as Error).name === "MalformedRecord"
-              ? (error as Error).message
-              : "the bucket did not answer while looking up the actor; retry",
-          };
+          return { kind: "not-run", error: lookupFailure(error).message };
         }
         if (where.kind === "local") {
-          const outcome = await host.dispatch(target, request);
-          if (outcome.kind !== "failed" || outcome.heldBy === undefined) return outcome;
-          // Taken by another node meanwhile: routed again, once (as a request).
-          const again = await cluster.route(target, false).catch(() => undefined);
-          if (!again || again.kind === "local") return outcome;
-          where = again;
+          const ran = await runHere(cluster, target, request, false);
+          if (ran.kind === "response" || ran.kind === "failed") return ran;
+          where = ran;
         }
         // A call is never kept for a takeover: its caller gets the error.
         if (where.kind !== "forward") return { kind: "not-run", error: where.message };

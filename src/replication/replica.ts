@@ -22,7 +22,7 @@ import {
   type SnapshotSchedule,
 } from "./uploader.ts";
 import type { ReadLimiter } from "./read_limiter.ts";
-import { restoreActor, setAside } from "./restore.ts";
+import { exists, restoreActor, setAside } from "./restore.ts";
 import { DatabaseSync } from "node:sqlite";
 import { collectHistory, eraseHistory } from "./collect.ts";
 
@@ -352,7 +352,7 @@ export class ActorReplica {
  */
 function unreadable(path: string): string | undefined {
   const shm = `${path}-shm`;
-  const hadShm = hasFile(shm);
+  const hadShm = exists(shm);
   let db: DatabaseSync | undefined;
   try {
     db = new DatabaseSync(path);
@@ -367,16 +367,7 @@ function unreadable(path: string): string | undefined {
     } catch {
       // A connection that failed to open has nothing to close.
     }
-    if (!hadShm && hasFile(shm)) Deno.removeSync(shm);
-  }
-}
-
-function hasFile(path: string): boolean {
-  try {
-    Deno.lstatSync(path);
-    return true;
-  } catch {
-    return false;
+    if (!hadShm && exists(shm)) Deno.removeSync(shm);
   }
 }
 

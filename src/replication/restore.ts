@@ -628,7 +628,16 @@ export function setAside(path: string): void {
   if (hasDb) Deno.renameSync(path, replaced);
 }
 
-function exists(path: string): boolean {
+/**
+ * Whether a file is at `path`; errors other than "not found" are thrown.
+ *
+ * @example
+ * ```ts
+ * import { exists } from "./restore.ts";
+ * exists("/nonexistent"); // false
+ * ```
+ */
+export function exists(path: string): boolean {
   try {
     Deno.lstatSync(path);
     return true;

@@ -26,7 +26,7 @@ const TESTBED = [
 ];
 
 /** A port free now on loopback. */
-export function freePort(): number {
+function freePort(): number {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const { port } = listener.addr as Deno.NetAddr;
   listener.close();
@@ -34,7 +34,7 @@ export function freePort(): number {
 }
 
 /** Starts node `id` with a cluster listener on a free loopback port (refusing plain HTTP unless `accept`). */
-export function startTlsNode(
+function startTlsNode(
   id: string,
   dir: string,
   bucketUrl: string,
