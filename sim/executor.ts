@@ -88,22 +88,17 @@ export interface Op {
 }
 
 /**
- * The request that carries `op`.
+ * How a client sends `op`: its method, and the path after the actor's with
+ * the query (`opOf` reads it back from the event's request).
  *
  * @example
  * ```ts
- * import { opOf, opRequest } from "./executor.ts";
- * opOf(opRequest({ kind: "durable", id: 7 })); // { kind: "durable", id: 7 }
+ * import { opTarget } from "./executor.ts";
+ * opTarget({ kind: "durable", id: 7 }); // { method: "POST", path: "/durable?id=7" }
  * ```
  */
-export function opRequest(op: Op): ActorRequest {
-  return {
-    method: op.kind === "read" ? "GET" : "POST",
-    path: `/${op.kind}`,
-    query: `id=${op.id}`,
-    headers: [],
-    body: new Uint8Array(),
-  };
+export function opTarget(op: Op): { method: "GET" | "POST"; path: string } {
+  return { method: op.kind === "read" ? "GET" : "POST", path: `/${op.kind}?id=${op.id}` };
 }
 
 /** The op a request carries. */
@@ -113,13 +108,6 @@ export function opOf(request: ActorRequest): Op {
     throw new Error(`not a simulated op: ${request.path}`);
   }
   return { kind, id: Number(request.query.slice("id=".length)) };
-}
-
-/** The TXID a durable write's answer carries (in `x-sim-txid`). */
-export function answeredTxid(outcome: EventOutcome): bigint | undefined {
-  if (outcome.kind !== "response") return undefined;
-  const header = outcome.response.headers.find(([name]) => name === "x-sim-txid");
-  return header ? BigInt(header[1]) : undefined;
 }
 
 /** What the executor tells the simulator, as it happens (synchronously). */
@@ -201,7 +189,13 @@ export class EventFailure extends Error {
  * @example
  * ```ts ignore
  * const executor = new SimExecutor({ dataDir, nodeId: "a", bucket, clock, log, ... });
- * const outcome = await executor.run(0, actor, 3, opRequest({ kind: "read", id: 0 }));
+ * const outcome = await executor.run(0, actor, 3, {
+ *   method: "GET",
+ *   path: "/read",
+ *   query: "id=0",
+ *   headers: [],
+ *   body: new Uint8Array(),
+ * });
  * ```
  */
 export class SimExecutor {

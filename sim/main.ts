@@ -261,7 +261,13 @@ async function main(): Promise<number> {
 
 function add(totals: Record<string, number>, stats: Stats): void {
   for (const [k, v] of Object.entries(stats)) {
-    if (typeof v === "number") totals[k] = (totals[k] ?? 0) + v;
+    // The longest of something is the longest over every seed, not a sum.
+    if (typeof v === "number" && k.startsWith("longest")) {
+      totals[k] = Math.round(Math.max(totals[k] ?? 0, v));
+    } else if (typeof v === "number") totals[k] = (totals[k] ?? 0) + v;
+  }
+  for (const [outcome, n] of Object.entries(stats.kept)) {
+    totals[`kept ${outcome}`] = (totals[`kept ${outcome}`] ?? 0) + n;
   }
 }
 

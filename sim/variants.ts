@@ -34,6 +34,14 @@ export interface Variant {
    * executor as executor_main.ts was before b0ea67d (it ran events after the lease ran out).
    */
   replication?: ReplicationBreak;
+  /**
+   * A forward that failed (503 or 504: the request may have been written
+   * and run) is sent once more: the forwarder's rule, never resend what the
+   * peer may have read, dropped.
+   */
+  resendForwards?: boolean;
+  /** How long a forwarded request waits for its answer (ClusterPlane's `answerTimeoutMs`). */
+  answerTimeoutMs?: number;
   /** The invariants expected to catch it (any violation counts as caught). */
   caughtBy: string[];
   /**
@@ -154,5 +162,22 @@ export const VARIANTS: Record<string, Variant> = {
       "chain-differs",
     ],
     bound: 10,
+  },
+  "forward-resends": {
+    name: "forward-resends",
+    description: "a forwarded request whose peer did not answer (a connection that broke or " +
+      "was reset after the request was written, or an answer that did not come within 30 s) " +
+      "is sent again: an event the peer ran runs twice",
+    resendForwards: true,
+    caughtBy: ["op-ran-twice"],
+    bound: 20,
+  },
+  "forward-waits-forever": {
+    name: "forward-waits-forever",
+    description: "a forwarded request waits ten minutes for its peer's answer instead of 30 s: " +
+      "a request sent to a node that froze waits as long as the freeze",
+    answerTimeoutMs: 600_000,
+    caughtBy: ["forward-past-bound"],
+    bound: 20,
   },
 };

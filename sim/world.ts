@@ -27,7 +27,11 @@ import type { ActorRequest } from "../src/actors/protocol.ts";
 import type { MemoryFaults, TimeWindow } from "../src/bucket/memory.ts";
 import { nodeKey } from "../src/bucket/keys.ts";
 import { randomHex, seededRandom } from "../src/bucket/random.ts";
-import { ClusterPlane } from "../src/cluster/cluster_plane.ts";
+import { ClusterPlane, type ForwardOutcome } from "../src/cluster/cluster_plane.ts";
+import { FailoverWaits, type WaitOutcome } from "../src/cluster/failover_wait.ts";
+import { RequestRouting } from "../src/cluster/request_routing.ts";
+import { createClientHandler, NODE_HEADER } from "../src/http/client_handler.ts";
+import { ANSWER_TIMEOUT_MS, CONNECT_TIMEOUT_MS } from "../src/http/forward.ts";
 import { decodeHeartbeat, type Heartbeat } from "../src/cluster/heartbeat.ts";
 import { type LeaseTiming, leaseTiming } from "../src/cluster/lease_timing.ts";
 import { NodeIdInUse } from "../src/cluster/node_id_check.ts";
@@ -44,12 +48,12 @@ import type { Random } from "../src/time/clock.ts";
 import { VERSION } from "../src/version.ts";
 import { between, ObservedBucket, ProcessBucket, type Reachability } from "./bucket.ts";
 import {
-  answeredTxid,
   EventFailure,
   type ExecutorObserver,
   type Op,
   type OpKind,
-  opRequest,
+  opOf,
+  opTarget,
   type SettledActor,
   SimExecutor,
 } from "./executor.ts";
@@ -68,6 +72,8 @@ import { ReplicationFailed } from "../src/replication/uploader.ts";
 import { MachineClock, ProcessClock, TrueClock } from "./clocks.ts";
 import { type Owner, type ScheduledEvent, Scheduler } from "./scheduler.ts";
 import { Trace } from "./trace.ts";
+import { type LinkState, SimNetwork } from "./network.ts";
+import { serveConnection } from "./http_server.ts";
 import type { Variant } from "./variants.ts";
 
 /** The start of every run's time line (14 November 2023). */
@@ -122,6 +128,8 @@ export interface Swarm {
     pause: boolean;
     zombie: boolean;
     partition: boolean;
+    /** Partitions between two nodes (the bucket still reachable), one way or both. */
+    netsplit: boolean;
     /** One node leaves for good when the quiet phase begins (its actors must be freed). */
     retire: boolean;
     storm: boolean;
@@ -129,6 +137,8 @@ export interface Swarm {
   };
   /** Upper bound of the bucket's latency when calm, ms. */
   calmLatencyMs: number;
+  /** Upper bound of the one-way delay between two nodes, ms (a tenth of the packets up to 20 times it). */
+  peerLatencyMs: number;
   /** Shares of the kinds of client requests (they add up to 1). */
   ops: Record<OpKind, number>;
   /** `--history-retention-secs`, ms: collection after each snapshot keeps what is younger. */
@@ -142,7 +152,18 @@ export interface Stats {
   events: number;
   requests: number;
   served: number;
+  /** Requests another node answered (forwarded by the node asked). */
   forwarded: number;
+  /** Forwards sent (ClusterPlane.forward), and how many ended without the peer's answer. */
+  forwards: number;
+  forwardFailures: number;
+  /** The longest forward, ms, the forwarding process's pauses left out. */
+  longestForwardMs: number;
+  /** Kept requests (failover waits), by how they ended. */
+  kept: Record<string, number>;
+  /** The longest kept request that ended without an answer (given up), ms. */
+  longestGiveUpMs: number;
+  netsplits: number;
   unavailable: number;
   refused: number;
   takes: number;
@@ -210,6 +231,14 @@ export const DEFAULT_DURATION_MS = 300_000;
 /** The last part of every run: no new faults, every node back, then every actor asked for. */
 const QUIET_MS = 50_000;
 
+/**
+ * Tolerances of the request bounds: scheduling and clock drift (±2,000 ppm
+ * of 35 s is 70 ms) and, for a kept request, the look under way when the
+ * wait runs out (a bucket read: its latency, not a silence).
+ */
+const FORWARD_SLACK_MS = 200;
+const KEPT_SLACK_MS = 2_000;
+
 /** Sub-streams of a seed, so that one kind of draw does not shift the others. */
 const Stream = {
   Settings: 1,
@@ -221,6 +250,8 @@ const Stream = {
   Bucket: 7,
   Disk: 8,
   Ops: 9,
+  Peers: 10,
+  Waits: 11,
 } as const;
 
 /** Virtual time between two checks of every actor's chain against its owner's database. */
@@ -271,10 +302,25 @@ class SimProcess implements Owner {
   bucket!: ProcessBucket;
   executor!: SimExecutor;
   dataDir!: string;
+  /** The node's real client handler (src/http/client_handler.ts) over its real routing. */
+  handler!: (request: Request) => Promise<Response>;
+  waits!: FailoverWaits;
+  /** `host:port` it listens on; its machine, as the network names it. */
+  authority = "";
+  machine = "";
+  stopListening: () => void = () => {};
+  /** Virtual ms it spent paused before its current pause, and when that began. */
+  pausedMs = 0;
+  pausedAt = 0;
   readonly name: string;
 
   constructor(readonly node: SimNode, readonly incarnation: number, readonly token: string) {
     this.name = `${node.id}#${incarnation}`;
+  }
+
+  /** Virtual ms it has spent paused so far (its timers and events wait meanwhile). */
+  pausedSoFar(now: number): number {
+    return this.pausedMs + (this.paused ? now - this.pausedAt : 0);
   }
 
   /** The hold it acts on for `actor` now, if it believes it holds it with a valid lease. */
@@ -303,6 +349,21 @@ class World {
   readonly #clients: Random;
   readonly #net: Random;
   readonly #tokens: Random;
+  readonly #peers: Random;
+  readonly #waitDraws: Random;
+  readonly #network: SimNetwork;
+  /** Partitions between two nodes: from `a` to `b`, and back unless one way. */
+  readonly #splits: {
+    a: string;
+    b: string;
+    mode: "refuse" | "silent";
+    oneWay: boolean;
+    until: number;
+  }[] = [];
+  /** The node whose executor ran each client op (by op id): each runs at most once. */
+  readonly #ranBy = new Map<number, string>();
+  /** How long a GET is kept for a takeover: the CLI's default (the spec's 25 s). */
+  readonly #failoverWaitMs: number;
   readonly #store: ObservedBucket;
   readonly #swarm: Swarm;
   readonly #nodes: SimNode[] = [];
@@ -323,6 +384,12 @@ class World {
     requests: 0,
     served: 0,
     forwarded: 0,
+    forwards: 0,
+    forwardFailures: 0,
+    longestForwardMs: 0,
+    kept: {},
+    longestGiveUpMs: 0,
+    netsplits: 0,
     unavailable: 0,
     refused: 0,
     takes: 0,
@@ -396,6 +463,14 @@ class World {
     this.#clients = seededRandom(streamSeed(this.#seed, Stream.Clients));
     this.#net = seededRandom(streamSeed(this.#seed, Stream.Network));
     this.#tokens = seededRandom(streamSeed(this.#seed, Stream.Tokens));
+    this.#peers = seededRandom(streamSeed(this.#seed, Stream.Peers));
+    this.#waitDraws = seededRandom(streamSeed(this.#seed, Stream.Waits));
+    this.#failoverWaitMs = 25_000;
+    this.#network = new SimNetwork({
+      sched: this.#sched,
+      latencyMs: () => this.#peerLatency(),
+      link: (from, to) => this.#link(from, to),
+    });
     this.#durationMs = Math.max(options.durationMs ?? DEFAULT_DURATION_MS, QUIET_MS + 10_000);
     this.#quietAt = EPOCH + this.#durationMs - QUIET_MS;
     this.#swarm = this.#drawSwarm();
@@ -436,6 +511,7 @@ class World {
         pause: on(),
         zombie: r.next() < 0.3,
         partition: on(),
+        netsplit: nodes > 1 && on(),
         retire: r.next() < 0.35,
         storm: on(),
         outage: on(),
@@ -444,6 +520,7 @@ class World {
       ops: this.#drawOps(r),
       retentionMs: [0, 30_000, 3_600_000][Math.floor(r.next() * 3)],
       disk: { emptyDir: r.next() * 0.4, powerLoss: r.next() * 0.4 },
+      peerLatencyMs: 0.1 + r.next() * (r.next() < 0.3 ? 200 : 5),
     };
   }
 
@@ -685,6 +762,7 @@ class World {
     const pool = {
       run: (executor: number, key: ActorKey, generation: number, request: ActorRequest) => {
         this.#actorEvent(proc, key, generation);
+        this.#opRuns(proc, opOf(request).id);
         return proc.executor.run(executor, key, generation, request);
       },
       drop: (key: ActorKey, generation: number) => proc.executor.drop(key, generation),
@@ -702,6 +780,7 @@ class World {
       log,
       () => !proc.plane || proc.plane.valid(),
     );
+    this.#serve(proc, log);
     node.current = proc;
     this.#procs.add(proc);
     this.#byToken.set(token, proc);
@@ -717,9 +796,11 @@ class World {
         nodeId: node.id,
         processToken: token,
         timing: this.#timing,
-        address: `http://${node.id}.sim:8080`,
-        // Nodes talk plain HTTP (cluster nodes run with --cluster-plaintext accept until TLS).
+        address: `http://${proc.authority}`,
+        // Nodes talk plain HTTP (TLS between nodes is not simulated): --cluster-plaintext accept.
         plaintext: "accept",
+        connect: this.#network.connector({ owner: proc, machine: proc.machine }),
+        answerTimeoutMs: this.#variant?.answerTimeoutMs,
         version: VERSION,
         ownership: proc.ownership,
         holdsHere: (actor) => proc.host.holds(actor),
@@ -742,10 +823,141 @@ class World {
       return;
     }
     if (proc.state !== "starting") return;
+    this.#timeForwards(proc, plane);
     proc.plane = plane;
     proc.state = "serving";
     if (!proc.paused && node.net.partition() === undefined) proc.readySince = this.#sched.now;
     this.#log(proc.name, `serving (lease ${plane.valid() ? "valid" : "not valid"})`);
+  }
+
+  /**
+   * What src/node.ts serves with, on the simulated network: the real routing
+   * (RequestRouting with FailoverWaits) behind the real client handler, which
+   * clients call directly and other nodes reach through `sim/http_server.ts`.
+   */
+  #serve(proc: SimProcess, log: Logger): void {
+    const node = proc.node;
+    proc.machine = `${node.id}/${node.dataDirs}`;
+    proc.authority = `${node.id}-${node.dataDirs}.sim:8080`;
+    const waits = new FailoverWaits({
+      clock: proc.clock,
+      random: seededRandom(Math.floor(this.#waitDraws.next() * 2 ** 32)),
+      maxWaitMs: this.#failoverWaitMs,
+      maxKept: 2_500,
+      count: (outcome) => this.#stats.kept[outcome] = (this.#stats.kept[outcome] ?? 0) + 1,
+    });
+    proc.waits = waits;
+    // A kept request given up must be answered within the wait (the spec:
+    // --failover-wait-secs "sets how long a request is kept at most").
+    const keep = waits.keep.bind(waits);
+    waits.keep = (actor, signal, check, giveUp) => {
+      const start = this.#sched.now;
+      const paused = proc.pausedSoFar(start);
+      return keep(actor, signal, check, (outcome: WaitOutcome) => {
+        const ms = this.#sched.now - start - (proc.pausedSoFar(this.#sched.now) - paused);
+        this.#stats.longestGiveUpMs = Math.max(this.#stats.longestGiveUpMs, ms);
+        if (outcome !== "over_cap" && ms > this.#failoverWaitMs + KEPT_SLACK_MS) {
+          this.#fail(
+            "kept-past-bound",
+            `${proc.name} kept a request for ${actor} ${(ms / 1000).toFixed(3)} s before its ` +
+              `503 (${outcome}); the wait is ${this.#failoverWaitMs / 1000} s`,
+          );
+        }
+        return giveUp(outcome);
+      });
+    };
+    const routing = new RequestRouting({
+      plane: () => proc.plane,
+      dispatch: (key, request) => proc.host.dispatch(key, request),
+      waits,
+      log,
+    });
+    const classes = new Set(this.#actors.map((a) => a.key.class));
+    proc.handler = createClientHandler({
+      nodeId: node.id,
+      tenant: "default",
+      maxBodyBytes: 1024 * 1024,
+      hasClass: (name) => classes.has(name),
+      notReadyReason: () => {
+        if (proc.state !== "serving") return proc.state;
+        const plane = proc.plane;
+        return plane && !plane.valid() ? "the node lease is not valid" : undefined;
+      },
+      dispatch: (key, request, client) => routing.route(key, request, client),
+    });
+    proc.stopListening = this.#network.listen(
+      proc.authority,
+      { owner: proc, machine: proc.machine },
+      (conn) => void serveConnection(conn, proc.handler, proc.authority),
+    );
+  }
+
+  /**
+   * Times each forward of `plane` against the forwarder's bounds (a
+   * connection within 5 s, the answer within 30 s of the write), leaving
+   * out the forwarding process's pauses; the variant `forward-resends`
+   * sends a request again after it may have been written.
+   */
+  #timeForwards(proc: SimProcess, plane: ClusterPlane): void {
+    const forward = plane.forward.bind(plane);
+    const bound = CONNECT_TIMEOUT_MS + ANSWER_TIMEOUT_MS + FORWARD_SLACK_MS;
+    plane.forward = async (...args: Parameters<ClusterPlane["forward"]>) => {
+      this.#stats.forwards++;
+      const start = this.#sched.now;
+      const paused = proc.pausedSoFar(start);
+      let outcome: ForwardOutcome = await forward(...args);
+      if (this.#variant?.resendForwards && outcome.kind === "failed") {
+        outcome = await forward(...args);
+      }
+      const ms = this.#sched.now - start - (proc.pausedSoFar(this.#sched.now) - paused);
+      this.#stats.longestForwardMs = Math.max(this.#stats.longestForwardMs, ms);
+      if (outcome.kind === "failed") this.#stats.forwardFailures++;
+      if (ms > bound && !this.#variant?.resendForwards) {
+        this.#fail(
+          "forward-past-bound",
+          `${proc.name} forwarded a request to ${args[1]} for ${(ms / 1000).toFixed(3)} s ` +
+            `(the bound is ${bound / 1000} s: a connection in 5 s, the answer in 30 s)`,
+        );
+      }
+      return outcome;
+    };
+  }
+
+  /** A client op reached an executor: each runs at most once, anywhere. */
+  #opRuns(proc: SimProcess, op: number): void {
+    const earlier = this.#ranBy.get(op);
+    if (earlier !== undefined) {
+      this.#fail(
+        "op-ran-twice",
+        `op ${op} reached an executor twice: on ${earlier}, then ${proc.name}`,
+      );
+      return;
+    }
+    this.#ranBy.set(op, proc.name);
+  }
+
+  /** The path between two machines now, as the partitions between their nodes make it. */
+  #link(from: string, to: string): LinkState {
+    if (this.#quiet) return { state: "up" };
+    const a = from.slice(0, from.indexOf("/"));
+    const b = to.slice(0, to.indexOf("/"));
+    let silentUntil = -Infinity;
+    for (const split of this.#splits) {
+      if (split.until <= this.#sched.now) continue;
+      const covers = (split.a === a && split.b === b) ||
+        (!split.oneWay && split.a === b && split.b === a);
+      if (!covers) continue;
+      if (split.mode === "refuse") return { state: "refuse" };
+      silentUntil = Math.max(silentUntil, split.until);
+    }
+    return silentUntil > -Infinity ? { state: "silent", until: silentUntil } : { state: "up" };
+  }
+
+  /** A one-way delay between two nodes: mostly under the seed's bound, a tenth up to 20 times it. */
+  #peerLatency(): number {
+    const max = this.#swarm.peerLatencyMs;
+    const r = this.#peers;
+    return r.next() < 0.9 ? between(r, 0.02, max) : between(r, max, 20 * max);
   }
 
   #canTakeFrom(proc: SimProcess, record: OwnerRecord): boolean {
@@ -778,6 +990,9 @@ class World {
     const plane = proc.plane;
     proc.state = "stopping";
     proc.readySince = undefined;
+    // As src/node.ts: kept requests get their 503, the listener takes no new connection.
+    proc.waits.stop();
+    proc.stopListening();
     if (!plane) {
       this.#exit(proc);
       this.#scheduleRestart(proc.node, between(this.#chaos, 1_000, 10_000));
@@ -799,6 +1014,7 @@ class World {
   }
 
   #exit(proc: SimProcess): void {
+    this.#network.kill(proc);
     proc.executor.kill();
     proc.dead = true;
     proc.state = "exited";
@@ -885,6 +1101,23 @@ class World {
         this.#sched.at(node.partitionUntil, () => this.#partitionEnds(node));
         break;
       }
+      case "netsplit": {
+        const others = this.#nodes.filter((n) => n !== node);
+        const other = others[Math.floor(r.next() * others.length)];
+        // Some outlast the forwarder's 30 s wait for an answer.
+        const ms = r.next() < 0.7 ? between(r, 500, 15_000) : between(r, 15_000, 60_000);
+        const mode = r.next() < 0.5 ? "refuse" : "silent";
+        const oneWay = r.next() < 0.3;
+        this.#splits.push({ a: node.id, b: other.id, mode, oneWay, until: this.#sched.now + ms });
+        this.#stats.netsplits++;
+        this.#log(
+          "sim",
+          `network ${node.id} ${oneWay ? "->" : "<->"} ${other.id} cut for ${
+            (ms / 1000).toFixed(1)
+          } s (${mode})`,
+        );
+        break;
+      }
       case "storm":
         this.#beginStorm(between(r, 5_000, 40_000));
         break;
@@ -931,6 +1164,7 @@ class World {
   #pause(proc: SimProcess, ms: number): void {
     this.#stats.pauses++;
     proc.paused = true;
+    proc.pausedAt = this.#sched.now;
     proc.readySince = undefined;
     this.#deaths.set(proc.token, proc);
     this.#log(proc.name, `paused for ${(ms / 1000).toFixed(1)} s`);
@@ -940,6 +1174,7 @@ class World {
   #resume(proc: SimProcess): void {
     if (proc.dead || !proc.paused) return;
     proc.paused = false;
+    proc.pausedMs += this.#sched.now - proc.pausedAt;
     this.#deaths.delete(proc.token);
     this.#log(proc.name, "resumes");
     if (proc.state === "serving" && proc.node.net.partition() === undefined) {
@@ -1039,7 +1274,7 @@ class World {
     const c = this.#clients;
     const actor = this.#actors[Math.floor(c.next() * this.#actors.length)];
     const node = this.#nodes[Math.floor(c.next() * this.#nodes.length)];
-    this.#request(node, actor, this.#drawOp(), false, between(c, 0.2, 2));
+    void this.#request(node, actor, this.#drawOp(), between(c, 0.2, 2));
   }
 
   /** A client's request: a read, a plain or durable write, or a delete, as the seed's mix says. */
@@ -1061,7 +1296,6 @@ class World {
     node: SimNode,
     actor: { key: ActorKey; id: string; short: string },
     op: Op,
-    forwarded: boolean,
     networkMs: number,
   ): Promise<boolean> {
     this.#stats.requests++;
@@ -1072,7 +1306,7 @@ class World {
     }
     return new Promise((resolve) => {
       this.#sched.after(networkMs, () => {
-        this.#handle(proc, actor, op, forwarded).then(resolve, (e) => {
+        this.#ask(proc, actor, op).then(resolve, (e) => {
           this.#fail("request-threw", `a request to ${proc.name} threw: ${describe(e)}`);
           resolve(false);
         });
@@ -1080,58 +1314,50 @@ class World {
     });
   }
 
-  /** What src/node.ts does with a request, up to the forwarding (recorded, not simulated). */
-  async #handle(
+  /**
+   * A client's request, through the process's real handler (routing, the
+   * forwarder over the simulated network, failover waits), as the client
+   * reads the answer: a durable write answered 200 is acknowledged, at the
+   * TXID it took, by the node the answer names.
+   */
+  async #ask(
     proc: SimProcess,
     actor: { key: ActorKey; id: string; short: string },
     op: Op,
-    forwarded: boolean,
   ): Promise<boolean> {
-    const plane = proc.plane;
-    const tag = `${forwarded ? "forwarded " : ""}${op.kind} ${op.id} ${actor.short}`;
-    if (proc.state !== "serving" || !plane) {
-      this.#stats.refused++;
-      return false;
-    }
-    if (!plane.valid()) {
+    const tag = `${op.kind} ${op.id} ${actor.short}`;
+    const { method, path } = opTarget(op);
+    const url = `http://${proc.authority}/actor/${actor.key.class}/${actor.key.name}${path}`;
+    const response = await proc.handler(new Request(url, { method }));
+    const text = (await response.text()).trim();
+    const answeredBy = response.headers.get(NODE_HEADER);
+    if (response.status !== 200) {
       this.#stats.unavailable++;
-      this.#log(proc.name, `${tag}: 503, lease not valid`);
+      this.#log(proc.name, `${tag}: ${response.status} ${text} (from ${answeredBy})`);
       return false;
     }
-    let where;
-    try {
-      where = await plane.route(actor.key, forwarded);
-    } catch (e) {
-      this.#stats.unavailable++;
-      this.#log(proc.name, `${tag}: 503, record not read (${describe(e)})`);
-      return false;
+    this.#stats.served++;
+    if (answeredBy !== proc.node.id) this.#stats.forwarded++;
+    const ran = this.#ranBy.get(op.id);
+    const ranNode = ran?.slice(0, ran.indexOf("#"));
+    if (ranNode !== answeredBy) {
+      this.#fail(
+        "answer-misattributed",
+        `${tag} was answered 200 naming ${answeredBy} as the node that ran it; ` +
+          `it ran on ${ran ?? "no node"}`,
+      );
+      return true;
     }
-    if (where.kind === "local") {
-      const outcome = await proc.host.dispatch(actor.key, opRequest(op));
-      if (outcome.kind === "response") {
-        this.#stats.served++;
-        if (op.kind === "durable") {
-          // The client was told its write is durable.
-          const txid = answeredTxid(outcome);
-          if (txid === undefined) throw new Error(`durable write ${op.id} answered without a TXID`);
-          this.#stats.durableAcked++;
-          this.#data.acked(actor.id, op, txid);
-          this.#log(proc.name, `${tag}: durable at TXID ${txid}`);
-        }
-        return true;
-      }
-      this.#stats.unavailable++;
-      this.#log(proc.name, `${tag}: ${outcome.status} ${outcome.message}`);
-      return false;
+    if (op.kind === "durable") {
+      const header = response.headers.get("x-sim-txid");
+      if (header === null) throw new Error(`durable write ${op.id} answered without a TXID`);
+      const txid = BigInt(header);
+      // The client was told its write is durable.
+      this.#stats.durableAcked++;
+      this.#data.acked(actor.id, op, txid);
+      this.#log(proc.name, `${tag}: durable at TXID ${txid} (ran on ${ran})`);
     }
-    if (where.kind === "forward") {
-      this.#stats.forwarded++;
-      this.#log(proc.name, `${tag}: would forward to ${where.node}`);
-      return false;
-    }
-    this.#stats.unavailable++;
-    this.#log(proc.name, `${tag}: 503 (${where.message})`);
-    return false;
+    return true;
   }
 
   /**
@@ -1147,16 +1373,10 @@ class World {
       for (const actor of pending.values()) {
         const node = this.#nodes[(round + i++) % this.#nodes.length];
         const read = { kind: "read" as const, id: ++this.#nextWriteId };
-        void this.#request(node, actor, read, false, 1).then(async (served) => {
+        void this.#request(node, actor, read, 1).then((served) => {
           if (served) return pending.delete(actor.id);
           const holder = this.#records.get(`owners/${actor.id}`);
           last.set(actor.id, `asked ${node.id}; record ${describeRecord(holder)}`);
-          const target = holder && holder.state === "held"
-            ? this.#nodes.find((n) => n.id === holder.node)
-            : undefined;
-          if (target && target !== node && await this.#request(target, actor, read, true, 1)) {
-            pending.delete(actor.id);
-          }
         });
       }
       await this.#sched.runUntil(this.#sched.now + 1000, () => this.#check());

@@ -19,10 +19,9 @@ import { type Bucket, openBucket, probeBucket } from "./bucket/mod.ts";
 import { MetricsRegistry } from "./metrics/registry.ts";
 import { type Hold, OwnershipRecords } from "./cluster/ownership.ts";
 import { ClusterPlane, type ClusterPlaneOptions } from "./cluster/cluster_plane.ts";
-import type { Route } from "./cluster/router.ts";
+import { RequestRouting } from "./cluster/request_routing.ts";
 import { leaseTiming } from "./cluster/lease_timing.ts";
 import { NodeIdInUse } from "./cluster/node_id_check.ts";
-import { FORWARDED_BY_HEADER } from "./http/forward.ts";
 import { FailoverWaits } from "./cluster/failover_wait.ts";
 import { createCallHandler } from "./actors/call_router.ts";
 import { createNodeIdentity } from "./security/node_identity.ts";
@@ -96,13 +95,6 @@ export interface ClusterOptions {
   maxConnections: number;
   /** The node lease ttl; every lease timing derives from it. */
   leaseTtlMs: number;
-}
-
-/** The answer to an ownership record that could not be read while routing. */
-function lookupFailure(error: unknown): { status: number; message: string } {
-  return (error as Error).name === "MalformedRecord"
-    ? { status: 500, message: (error as Error).message }
-    : { status: 503, message: "the bucket did not answer while looking up the actor; retry" };
 }
 
 /** How often the cluster listener's peers are checked against the heartbeats. */
@@ -442,126 +434,16 @@ export class WasmKeepNode {
       }
       increment();
     };
-    /**
-     * Runs a request routed here. A take that found the actor held (another
-     * node won the race for it, or its holder is not gone as the process the
-     * record names) routes it again on the record as it is now, once: the
-     * outcome, or where it goes instead (never here).
-     */
-    const runHere = async (
-      cluster: ClusterPlane,
-      key: ActorKey,
-      request: ActorRequest,
-      forwarded: boolean,
-    ): Promise<EventOutcome | Exclude<Route, { kind: "local" }>> => {
-      const outcome = await host.dispatch(key, request);
-      if (outcome.kind !== "failed" || outcome.heldBy === undefined) return outcome;
-      const again = await cluster.route(key, forwarded).catch(() => undefined);
-      return !again || again.kind === "local" ? outcome : again;
-    };
-    const route = async (
-      key: ActorKey,
-      request: ActorRequest,
-      client?: { readonly signal: AbortSignal },
-    ): Promise<EventOutcome> => {
-      const cluster = plane.current;
-      if (!cluster) return await host.dispatch(key, request);
-      if (!cluster.valid()) {
-        return { kind: "failed", status: 503, message: "this node's lease is not valid; retry" };
-      }
-      const forwarded = request.headers.some(([name]) => name === FORWARDED_BY_HEADER);
-      let where;
-      try {
-        where = await cluster.route(key, forwarded);
-      } catch (error) {
-        log.warn("could not read the actor's ownership record", {
-          actor: `${key.tenant}/${key.class}/${key.name}`,
-          error: String(error),
-        });
-        return { kind: "failed", ...lookupFailure(error) };
-      }
-      if (where.kind === "local") {
-        const ran = await runHere(cluster, key, request, forwarded);
-        if (ran.kind === "response" || ran.kind === "failed") return ran;
-        where = ran;
-      }
-      if (where.kind === "forward") {
-        return await cluster.forward(where.address, where.node, key, request, client?.signal);
-      }
-      const unreachable: EventOutcome = { kind: "failed", status: 503, message: where.message };
-      // Only what cannot have run yet and does no harm late is kept: a GET
-      // or HEAD without a body that came from outside.
-      const keepable = where.ownerDown && !forwarded && request.body.length === 0 &&
-        (request.method === "GET" || request.method === "HEAD");
-      if (!keepable) return unreachable;
-      const holder = where.node;
-      const kept = await waits.keep<EventOutcome>(
-        `${key.tenant}/${key.class}/${key.name}`,
-        client?.signal,
-        async () => {
-          if (!cluster.valid()) {
-            return { wait: false, outcome: "lease_lost", value: notReachable() };
-          }
-          // While the holder's heartbeat is only stale, no bucket request:
-          // the fence (this node's or a peer's, seen at a listing) frees it.
-          const view = cluster.membership;
-          if (!view.isGone(holder) && !view.isLive(holder)) return { wait: true };
-          // Freed, or live again, or live but suspected (it refused this
-          // node's connections): the record is read, about once a second.
-          const next = await cluster.route(key, false).catch(() => undefined);
-          if (!next || (next.kind === "unavailable" && next.ownerDown)) return { wait: true };
-          if (next.kind === "local") {
-            const served = await host.dispatch(key, request);
-            // Another node took it first: its next look forwards there.
-            if (served.kind === "failed" && served.heldBy !== undefined) return { wait: true };
-            return { wait: false, outcome: "served", value: served };
-          }
-          if (next.kind === "forward") {
-            return {
-              wait: false,
-              outcome: "forwarded",
-              value: await cluster.forward(next.address, next.node, key, request, client?.signal),
-            };
-          }
-          return {
-            wait: false,
-            outcome: "forwarded",
-            value: { kind: "failed", status: 503, message: next.message },
-          };
-        },
-        () => notReachable(),
-      );
-      return kept ?? notReachable();
-    };
+    const routing = new RequestRouting({
+      plane: () => plane.current,
+      dispatch: (key, request) => host.dispatch(key, request),
+      waits,
+      log,
+    });
     const onCall = createCallHandler({
       hasClass: (name) => classNames.has(name),
-      route: async (target, request, call) => {
-        const cluster = plane.current;
-        if (!cluster) return await host.dispatch(target, request);
-        if (!cluster.valid()) {
-          return { kind: "not-run", error: "this node's lease is not valid; retry" };
-        }
-        let where;
-        try {
-          where = await cluster.route(target, false);
-        } catch (error) {
-          return { kind: "not-run", error: lookupFailure(error).message };
-        }
-        if (where.kind === "local") {
-          const ran = await runHere(cluster, target, request, false);
-          if (ran.kind === "response" || ran.kind === "failed") return ran;
-          where = ran;
-        }
-        // A call is never kept for a takeover: its caller gets the error.
-        if (where.kind !== "forward") return { kind: "not-run", error: where.message };
-        return await cluster.forwardCall(where.address, where.node, target, request, call);
-      },
+      route: (target, request, call) => routing.routeCall(target, request, call),
     }, clock);
-    const notReachable = (): EventOutcome => ({
-      kind: "failed",
-      status: 503,
-      message: "the actor's node is not reachable; retry",
-    });
     const dispatch = async (
       key: ActorKey,
       request: ActorRequest,
@@ -577,7 +459,7 @@ export class WasmKeepNode {
       requestsUnderWay++;
       let outcome: EventOutcome;
       try {
-        outcome = await route(key, request, client);
+        outcome = await routing.route(key, request, client);
       } finally {
         requestsUnderWay--;
       }

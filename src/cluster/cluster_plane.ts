@@ -42,6 +42,13 @@ export interface ClusterPlaneOptions {
     fingerprint: string;
     connect: (pinFor: (host: string, port: number) => string | undefined) => Connect;
   };
+  /**
+   * Opens plain connections to peers; default TCP (`Deno.connect`). The
+   * simulator's network between nodes (`sim/network.ts`).
+   */
+  connect?: Connect;
+  /** How long a forwarded request waits for the peer's answer; default the spec's 30 s. */
+  answerTimeoutMs?: number;
   /** `--cluster-plaintext`: whether plain HTTP to peers without a listener is used. */
   plaintext: "accept" | "refuse";
   /** The WasmKeep version, published in the heartbeat. */
@@ -200,11 +207,13 @@ export class ClusterPlane {
       onLost: options.onLeaseLost,
     });
     const membership = new Membership({ bucket, clock, log, nodeId, timing, ownLease: lease });
-    const forwarder = new Forwarder({ nodeId, clock });
+    const answerTimeoutMs = options.answerTimeoutMs;
+    const forwarder = new Forwarder({ nodeId, clock, connect: options.connect, answerTimeoutMs });
     const tlsForwarder = options.tls && new Forwarder({
       nodeId,
       clock,
       connect: options.tls.connect((host, port) => pinOf(membership, clock, timing, host, port)),
+      answerTimeoutMs,
     });
     await lease.start(checked);
     // Ready with a view of the other nodes, not the empty one of a start.

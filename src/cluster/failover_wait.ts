@@ -78,11 +78,16 @@ export class FailoverWaits {
    * different actors are spread over it, then one a second. `giveUp` makes
    * the answer of a wait that ended without one (`timeout`, `stopping`,
    * `lease_lost`, `over_cap`); a client that left gets `undefined`.
+   *
+   * `check` is given a signal that aborts when the wait runs out: a look
+   * still reading the bucket then should end at once with `wait: true`, so
+   * that no request is kept past the wait (a silent bucket read lasts 30 s).
+   * A look that handed the request on (ran it, or forwarded it) finishes.
    */
   async keep<T>(
     actor: string,
     signal: AbortSignal | undefined,
-    check: () => Promise<WaitCheck<T>>,
+    check: (waitEnds: AbortSignal) => Promise<WaitCheck<T>>,
     giveUp: (outcome: WaitOutcome) => T,
   ): Promise<T | undefined> {
     const perActor = this.#perActor.get(actor) ?? 0;
@@ -96,8 +101,10 @@ export class FailoverWaits {
       this.#o.count(outcome);
       return outcome;
     };
+    const { clock } = this.#o;
+    const waitEnds = new AbortController();
+    const timer = clock.setTimer(this.#o.maxWaitMs, () => waitEnds.abort());
     try {
-      const { clock } = this.#o;
       const deadline = clock.monotonic() + this.#o.maxWaitMs;
       let delay = Math.floor(this.#o.random.next() * KEPT_CHECK_MS);
       while (true) {
@@ -109,7 +116,7 @@ export class FailoverWaits {
           return undefined;
         }
         if (waited === "stopping") return giveUp(end("stopping"));
-        const looked = await check();
+        const looked = await check(waitEnds.signal);
         if (!looked.wait) {
           end(looked.outcome);
           return looked.value;
@@ -117,6 +124,7 @@ export class FailoverWaits {
         delay = KEPT_CHECK_MS;
       }
     } finally {
+      timer.cancel();
       this.#kept--;
       const left = (this.#perActor.get(actor) ?? 1) - 1;
       if (left === 0) this.#perActor.delete(actor);

@@ -1,0 +1,200 @@
+/**
+ * Where a node sends an actor's request: run here, forwarded once to the
+ * node that holds the actor, kept for a takeover (the spec's failover wait),
+ * or answered 503. One place for client requests and actors.call, used by
+ * `src/node.ts` and run as it is by the simulator (`sim/`).
+ *
+ * @module
+ */
+
+import type { ActorKey } from "../actors/key.ts";
+import type { ActorRequest } from "../actors/protocol.ts";
+import type { EventOutcome } from "../actors/executor_pool.ts";
+import type { CallNotRun } from "../actors/call_router.ts";
+import type { Logger } from "../log.ts";
+import { FORWARDED_BY_HEADER } from "../http/forward.ts";
+import type { ClusterPlane } from "./cluster_plane.ts";
+import type { FailoverWaits } from "./failover_wait.ts";
+import type { Route } from "./router.ts";
+
+/** What {@linkcode RequestRouting} needs of the node. */
+export interface RequestRoutingOptions {
+  /** The cluster side once the node id check passed; `undefined` standalone or before. */
+  plane: () => ClusterPlane | undefined;
+  /** Runs an event here (ActorHost.dispatch): takes the actor if it must. */
+  dispatch: (key: ActorKey, request: ActorRequest) => Promise<EventOutcome>;
+  /** The node's kept requests. */
+  waits: FailoverWaits;
+  log: Logger;
+}
+
+/** The answer to an ownership record that could not be read while routing. */
+export function lookupFailure(error: unknown): { status: number; message: string } {
+  return (error as Error).name === "MalformedRecord"
+    ? { status: 500, message: (error as Error).message }
+    : { status: 503, message: "the bucket did not answer while looking up the actor; retry" };
+}
+
+/**
+ * What `work` resolves to, or `undefined` once it rejects or `signal`
+ * aborts first (the work goes on, its result unread).
+ */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
+  if (signal.aborted) {
+    work.catch(() => {});
+    return Promise.resolve(undefined);
+  }
+  return new Promise((resolve) => {
+    const onAbort = () => resolve(undefined);
+    signal.addEventListener("abort", onAbort, { once: true });
+    work.then(resolve, () => resolve(undefined)).finally(() =>
+      signal.removeEventListener("abort", onAbort)
+    );
+  });
+}
+
+/** The 503 of a kept request that was not served in time. */
+function notReachable(): EventOutcome {
+  return { kind: "failed", status: 503, message: "the actor's node is not reachable; retry" };
+}
+
+/**
+ * Routes a node's actor requests and calls.
+ *
+ * @example
+ * ```ts ignore
+ * const routing = new RequestRouting({ plane: () => plane, dispatch, waits, log });
+ * const outcome = await routing.route(key, request, { signal });
+ * ```
+ */
+export class RequestRouting {
+  readonly #o: RequestRoutingOptions;
+
+  constructor(options: RequestRoutingOptions) {
+    this.#o = options;
+  }
+
+  /**
+   * A client's request (or one another node forwarded here, which carries
+   * {@linkcode FORWARDED_BY_HEADER}): its outcome. `client.signal` aborts
+   * when the client leaves; read only by a failover wait.
+   */
+  async route(
+    key: ActorKey,
+    request: ActorRequest,
+    client?: { readonly signal: AbortSignal },
+  ): Promise<EventOutcome> {
+    const cluster = this.#o.plane();
+    if (!cluster) return await this.#o.dispatch(key, request);
+    if (!cluster.valid()) {
+      return { kind: "failed", status: 503, message: "this node's lease is not valid; retry" };
+    }
+    const forwarded = request.headers.some(([name]) => name === FORWARDED_BY_HEADER);
+    let where;
+    try {
+      where = await cluster.route(key, forwarded);
+    } catch (error) {
+      this.#o.log.warn("could not read the actor's ownership record", {
+        actor: `${key.tenant}/${key.class}/${key.name}`,
+        error: String(error),
+      });
+      return { kind: "failed", ...lookupFailure(error) };
+    }
+    if (where.kind === "local") {
+      const ran = await this.#runHere(cluster, key, request, forwarded);
+      if (ran.kind === "response" || ran.kind === "failed") return ran;
+      where = ran;
+    }
+    if (where.kind === "forward") {
+      return await cluster.forward(where.address, where.node, key, request, client?.signal);
+    }
+    // Only what cannot have run yet and does no harm late is kept: a GET
+    // or HEAD without a body that came from outside.
+    const keepable = where.ownerDown && !forwarded && request.body.length === 0 &&
+      (request.method === "GET" || request.method === "HEAD");
+    if (!keepable) return { kind: "failed", status: 503, message: where.message };
+    const holder = where.node;
+    const kept = await this.#o.waits.keep<EventOutcome>(
+      `${key.tenant}/${key.class}/${key.name}`,
+      client?.signal,
+      async (waitEnds) => {
+        if (!cluster.valid()) return { wait: false, outcome: "lease_lost", value: notReachable() };
+        // While the holder's heartbeat is only stale, no bucket request:
+        // the fence (this node's or a peer's, seen at a listing) frees it.
+        const view = cluster.membership;
+        if (!view.isGone(holder) && !view.isLive(holder)) return { wait: true };
+        // Freed, or live again, or live but suspected (it refused this
+        // node's connections): the record is read, about once a second.
+        const next = await untilAborted(cluster.route(key, false), waitEnds);
+        if (!next || (next.kind === "unavailable" && next.ownerDown)) return { wait: true };
+        if (next.kind === "local") {
+          const served = await this.#o.dispatch(key, request);
+          // Another node took it first: its next look forwards there.
+          if (served.kind === "failed" && served.heldBy !== undefined) return { wait: true };
+          return { wait: false, outcome: "served", value: served };
+        }
+        if (next.kind === "forward") {
+          return {
+            wait: false,
+            outcome: "forwarded",
+            value: await cluster.forward(next.address, next.node, key, request, client?.signal),
+          };
+        }
+        return {
+          wait: false,
+          outcome: "forwarded",
+          value: { kind: "failed", status: 503, message: next.message },
+        };
+      },
+      notReachable,
+    );
+    return kept ?? notReachable();
+  }
+
+  /**
+   * An actors.call's event: run here, or sent signed to the holder, once.
+   * A call is never kept for a takeover: its caller gets the error.
+   */
+  async routeCall(
+    target: ActorKey,
+    request: ActorRequest,
+    call: { caller: string; chain: readonly string[] },
+  ): Promise<EventOutcome | CallNotRun> {
+    const cluster = this.#o.plane();
+    if (!cluster) return await this.#o.dispatch(target, request);
+    if (!cluster.valid()) {
+      return { kind: "not-run", error: "this node's lease is not valid; retry" };
+    }
+    let where;
+    try {
+      where = await cluster.route(target, false);
+    } catch (error) {
+      return { kind: "not-run", error: lookupFailure(error).message };
+    }
+    if (where.kind === "local") {
+      const ran = await this.#runHere(cluster, target, request, false);
+      if (ran.kind === "response" || ran.kind === "failed") return ran;
+      where = ran;
+    }
+    if (where.kind !== "forward") return { kind: "not-run", error: where.message };
+    return await cluster.forwardCall(where.address, where.node, target, request, call);
+  }
+
+  /**
+   * Runs a request routed here. A take that found the actor held (another
+   * node won the race for it, or its holder is not gone as the process the
+   * record names) routes it again on the record as it is now, once: the
+   * outcome, or where it goes instead (never here).
+   */
+  async #runHere(
+    cluster: ClusterPlane,
+    key: ActorKey,
+    request: ActorRequest,
+    forwarded: boolean,
+  ): Promise<EventOutcome | Exclude<Route, { kind: "local" }>> {
+    const outcome = await this.#o.dispatch(key, request);
+    if (outcome.kind !== "failed" || outcome.heldBy === undefined) return outcome;
+    const again = await cluster.route(key, forwarded).catch(() => undefined);
+    return !again || again.kind === "local" ? outcome : again;
+  }
+}
