@@ -16,6 +16,8 @@ import { classNameProblem } from "../src/actors/key.ts";
 import { MAX_CONFIG_FILE_BYTES, parseEnvFile } from "../src/config/env_file.ts";
 import type { LogLevel } from "../src/log.ts";
 import { NODE_ID_PATTERN } from "../src/cluster/heartbeat.ts";
+import { defaultFailoverWaitMs } from "../src/cluster/failover_wait.ts";
+import { leaseTiming } from "../src/cluster/lease_timing.ts";
 
 const SERVE_FLAGS: FlagSpec[] = [
   {
@@ -101,7 +103,7 @@ const SERVE_FLAGS: FlagSpec[] = [
     value: "N",
     description:
       "how long a GET/HEAD or WebSocket upgrade for a dead or stopping node's actor is kept (0: off)",
-    defaultText: "25",
+    defaultText: "from the lease timing: 25 with the default ttl",
   },
   {
     name: "max-connections",
@@ -405,7 +407,12 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
         ...parseListen(clusterListen, "cluster-listen"),
         advertise: clusterAdvertise!.replace(/\/$/, ""),
       },
-      failoverWaitMs: seconds("failover-wait-secs", NODE_DEFAULTS.failoverWaitMs),
+      failoverWaitMs: seconds(
+        "failover-wait-secs",
+        defaultFailoverWaitMs(
+          leaseTiming(seconds("lease-ttl-secs", NODE_DEFAULTS.leaseTtlMs)),
+        ),
+      ),
       maxConnections: (flags["max-connections"] as number | undefined) ??
         NODE_DEFAULTS.maxConnections,
       leaseTtlMs: seconds("lease-ttl-secs", NODE_DEFAULTS.leaseTtlMs),

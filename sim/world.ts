@@ -28,7 +28,11 @@ import type { MemoryFaults, TimeWindow } from "../src/bucket/memory.ts";
 import { nodeKey } from "../src/bucket/keys.ts";
 import { randomHex, seededRandom } from "../src/bucket/random.ts";
 import { ClusterPlane, type ForwardOutcome } from "../src/cluster/cluster_plane.ts";
-import { FailoverWaits, type WaitOutcome } from "../src/cluster/failover_wait.ts";
+import {
+  defaultFailoverWaitMs,
+  FailoverWaits,
+  type WaitOutcome,
+} from "../src/cluster/failover_wait.ts";
 import { RequestRouting } from "../src/cluster/request_routing.ts";
 import { createClientHandler, NODE_HEADER } from "../src/http/client_handler.ts";
 import { ANSWER_TIMEOUT_MS, CONNECT_TIMEOUT_MS } from "../src/http/forward.ts";
@@ -237,6 +241,13 @@ const QUIET_MS = 50_000;
  * wait runs out (a bucket read: its latency, not a silence).
  */
 const FORWARD_SLACK_MS = 200;
+/** No request waits longer for its answer (see `#checkUnanswered`). */
+const REQUEST_BOUND_MS = 300_000;
+/**
+ * At the end, after the quiet phase and the settling: a kept GET's 25 s and
+ * a forward's 35 s, with room; a request older than this is one that hangs.
+ */
+const QUIET_REQUEST_BOUND_MS = 90_000;
 const KEPT_SLACK_MS = 2_000;
 
 /** Sub-streams of a seed, so that one kind of draw does not shift the others. */
@@ -360,9 +371,11 @@ class World {
     oneWay: boolean;
     until: number;
   }[] = [];
+  /** Client requests not answered yet, by op id: the process asked and when. */
+  readonly #unanswered = new Map<number, { proc: SimProcess; at: number; paused: number }>();
   /** The node whose executor ran each client op (by op id): each runs at most once. */
   readonly #ranBy = new Map<number, string>();
-  /** How long a GET is kept for a takeover: the CLI's default (the spec's 25 s). */
+  /** How long a GET is kept for a takeover: the CLI's default (25 s with the default ttl). */
   readonly #failoverWaitMs: number;
   readonly #store: ObservedBucket;
   readonly #swarm: Swarm;
@@ -465,7 +478,7 @@ class World {
     this.#tokens = seededRandom(streamSeed(this.#seed, Stream.Tokens));
     this.#peers = seededRandom(streamSeed(this.#seed, Stream.Peers));
     this.#waitDraws = seededRandom(streamSeed(this.#seed, Stream.Waits));
-    this.#failoverWaitMs = 25_000;
+    this.#failoverWaitMs = defaultFailoverWaitMs(base);
     this.#network = new SimNetwork({
       sched: this.#sched,
       latencyMs: () => this.#peerLatency(),
@@ -557,6 +570,7 @@ class World {
       for (let at = EPOCH + CHECKPOINT_MS; !this.#violation; at += CHECKPOINT_MS) {
         await this.#sched.runUntil(Math.min(at, end), check);
         if (this.#violation || at >= end) break;
+        this.#checkUnanswered(false);
         await this.#checkChains(false);
       }
       if (!this.#violation) await this.#finalProbe();
@@ -565,6 +579,7 @@ class World {
         this.#log("sim", "settling: the last uploads land");
         await this.#sched.runUntil(this.#sched.now + SETTLE_MS, check);
       }
+      if (!this.#violation) this.#checkUnanswered(true);
       if (!this.#violation) await this.#checkChains(true);
     } catch (e) {
       this.#fail("simulator-error", `the simulation threw: ${describe(e)}`);
@@ -921,6 +936,33 @@ class World {
       }
       return outcome;
     };
+  }
+
+  /**
+   * Every request is answered: none waits past the longest path a request
+   * can take (the record and heartbeat read, a take, an event's 30 s, the
+   * route again and a forward's 35 s, or a kept GET's 25 s and a forward),
+   * rounded up to {@linkcode REQUEST_BOUND_MS}, the asked process's pauses
+   * left out; and at the end, after the quiet phase, none is left waiting
+   * past {@linkcode QUIET_REQUEST_BOUND_MS}. A
+   * request whose process died is over (its client saw the connection end).
+   */
+  #checkUnanswered(final: boolean): void {
+    for (const [op, { proc, at, paused }] of this.#unanswered) {
+      if (proc.dead) {
+        this.#unanswered.delete(op);
+        continue;
+      }
+      const ms = this.#sched.now - at - (proc.pausedSoFar(this.#sched.now) - paused);
+      if (ms > (final ? QUIET_REQUEST_BOUND_MS : REQUEST_BOUND_MS)) {
+        this.#fail(
+          "request-past-bound",
+          `op ${op} sent to ${proc.name} at ${((at - EPOCH) / 1000).toFixed(3)} s is not ` +
+            `answered ${(ms / 1000).toFixed(3)} s later`,
+        );
+        return;
+      }
+    }
   }
 
   /** A client op reached an executor: each runs at most once, anywhere. */
@@ -1326,10 +1368,16 @@ class World {
     op: Op,
   ): Promise<boolean> {
     const tag = `${op.kind} ${op.id} ${actor.short}`;
+    this.#unanswered.set(op.id, {
+      proc,
+      at: this.#sched.now,
+      paused: proc.pausedSoFar(this.#sched.now),
+    });
     const { method, path } = opTarget(op);
     const url = `http://${proc.authority}/actor/${actor.key.class}/${actor.key.name}${path}`;
     const response = await proc.handler(new Request(url, { method }));
     const text = (await response.text()).trim();
+    this.#unanswered.delete(op.id);
     const answeredBy = response.headers.get(NODE_HEADER);
     if (response.status !== 200) {
       this.#stats.unavailable++;

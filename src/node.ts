@@ -174,7 +174,6 @@ export const NODE_DEFAULTS = {
   abi: "auto" as "auto" | "jco",
   logLevel: "info" as LogLevel,
   historyRetentionMs: 3_600_000,
-  failoverWaitMs: 25_000,
   maxConnections: 10_000,
   leaseTtlMs: 10_000,
 } as const;

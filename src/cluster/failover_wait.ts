@@ -9,12 +9,33 @@
  */
 
 import type { Clock, Random } from "../time/clock.ts";
+import type { LeaseTiming } from "./lease_timing.ts";
 
 /** Kept requests per actor at most; more get the 503 at once. */
 export const MAX_KEPT_PER_ACTOR = 64;
 
 /** A kept request looks at its actor again about this often. */
 export const KEPT_CHECK_MS = 1000;
+
+/**
+ * The default `--failover-wait-secs`, from the lease timing (the spec): the
+ * ttl plus grace, the watch before a fence, one heartbeat period for a node
+ * that did not write the fence itself, and a second over which the kept
+ * requests are spread, rounded down to whole seconds: 25 s with the
+ * default 10 s ttl.
+ *
+ * @example
+ * ```ts
+ * import { defaultFailoverWaitMs } from "./failover_wait.ts";
+ * import { leaseTiming } from "./lease_timing.ts";
+ * defaultFailoverWaitMs(leaseTiming(10_000)); // 25000
+ * ```
+ */
+export function defaultFailoverWaitMs(timing: LeaseTiming): number {
+  const sum = timing.fenceAfterMs + timing.watchMs + timing.periodMs + KEPT_CHECK_MS;
+  // Whole seconds, as the flag takes them (the watch is 6.03 s by default).
+  return Math.floor(sum / 1000) * 1000;
+}
 
 /** How a kept request ended (the `outcome` label of `wasmkeep_failover_waits_total`). */
 export type WaitOutcome =
