@@ -168,6 +168,8 @@ export interface Stats {
   /** The longest kept request that ended without an answer (given up), ms. */
   longestGiveUpMs: number;
   netsplits: number;
+  /** Requests whose client left before the answer. */
+  clientsLeft: number;
   unavailable: number;
   refused: number;
   takes: number;
@@ -403,6 +405,7 @@ class World {
     kept: {},
     longestGiveUpMs: 0,
     netsplits: 0,
+    clientsLeft: 0,
     unavailable: 0,
     refused: 0,
     takes: 0,
@@ -1316,7 +1319,9 @@ class World {
     const c = this.#clients;
     const actor = this.#actors[Math.floor(c.next() * this.#actors.length)];
     const node = this.#nodes[Math.floor(c.next() * this.#nodes.length)];
-    void this.#request(node, actor, this.#drawOp(), between(c, 0.2, 2));
+    // A tenth of the clients give up on their request after a while.
+    const patienceMs = c.next() < 0.1 ? between(c, 500, 40_000) : undefined;
+    void this.#request(node, actor, this.#drawOp(), between(c, 0.2, 2), patienceMs);
   }
 
   /** A client's request: a read, a plain or durable write, or a delete, as the seed's mix says. */
@@ -1339,6 +1344,7 @@ class World {
     actor: { key: ActorKey; id: string; short: string },
     op: Op,
     networkMs: number,
+    patienceMs?: number,
   ): Promise<boolean> {
     this.#stats.requests++;
     const proc = node.current;
@@ -1348,7 +1354,7 @@ class World {
     }
     return new Promise((resolve) => {
       this.#sched.after(networkMs, () => {
-        this.#ask(proc, actor, op).then(resolve, (e) => {
+        this.#ask(proc, actor, op, patienceMs).then(resolve, (e) => {
           this.#fail("request-threw", `a request to ${proc.name} threw: ${describe(e)}`);
           resolve(false);
         });
@@ -1360,12 +1366,15 @@ class World {
    * A client's request, through the process's real handler (routing, the
    * forwarder over the simulated network, failover waits), as the client
    * reads the answer: a durable write answered 200 is acknowledged, at the
-   * TXID it took, by the node the answer names.
+   * TXID it took, by the node the answer names. A client with `patienceMs`
+   * leaves after that long (its request's signal aborts: a kept request is
+   * dropped, a forward stops) and reads no answer.
    */
   async #ask(
     proc: SimProcess,
     actor: { key: ActorKey; id: string; short: string },
     op: Op,
+    patienceMs?: number,
   ): Promise<boolean> {
     const tag = `${op.kind} ${op.id} ${actor.short}`;
     this.#unanswered.set(op.id, {
@@ -1375,9 +1384,16 @@ class World {
     });
     const { method, path } = opTarget(op);
     const url = `http://${proc.authority}/actor/${actor.key.class}/${actor.key.name}${path}`;
-    const response = await proc.handler(new Request(url, { method }));
+    const client = new AbortController();
+    if (patienceMs !== undefined) this.#sched.after(patienceMs, () => client.abort());
+    const response = await proc.handler(new Request(url, { method, signal: client.signal }));
     const text = (await response.text()).trim();
     this.#unanswered.delete(op.id);
+    if (client.signal.aborted) {
+      this.#stats.clientsLeft++;
+      this.#log(proc.name, `${tag}: the client left; answered ${response.status} ${text}`);
+      return false;
+    }
     const answeredBy = response.headers.get(NODE_HEADER);
     if (response.status !== 200) {
       this.#stats.unavailable++;
