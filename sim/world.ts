@@ -1385,7 +1385,8 @@ class World {
     const { method, path } = opTarget(op);
     const url = `http://${proc.authority}/actor/${actor.key.class}/${actor.key.name}${path}`;
     const client = new AbortController();
-    if (patienceMs !== undefined) this.#sched.after(patienceMs, () => client.abort());
+    // The process learns of it as an event of its own: on resume if paused, never if dead.
+    if (patienceMs !== undefined) this.#sched.after(patienceMs, () => client.abort(), proc);
     const response = await proc.handler(new Request(url, { method, signal: client.signal }));
     const text = (await response.text()).trim();
     this.#unanswered.delete(op.id);
