@@ -239,8 +239,8 @@ const QUIET_MS = 50_000;
 
 /**
  * Tolerances of the request bounds: scheduling and clock drift (±2,000 ppm
- * of 35 s is 70 ms) and, for a kept request, the look under way when the
- * wait runs out (a bucket read: its latency, not a silence).
+ * of 35 s is 70 ms) and, for a kept request, the answer of a look under way
+ * when the wait runs out (its reads end then).
  */
 const FORWARD_SLACK_MS = 200;
 /** No request waits longer for its answer (see `#checkUnanswered`). */
@@ -250,7 +250,7 @@ const REQUEST_BOUND_MS = 300_000;
  * a forward's 35 s, with room; a request older than this is one that hangs.
  */
 const QUIET_REQUEST_BOUND_MS = 90_000;
-const KEPT_SLACK_MS = 2_000;
+const KEPT_SLACK_MS = 500;
 
 /** Sub-streams of a seed, so that one kind of draw does not shift the others. */
 const Stream = {
