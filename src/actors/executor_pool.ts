@@ -20,6 +20,7 @@ import type {
   ToExecutor,
 } from "./protocol.ts";
 import { FrameSender, readFrames } from "./frames.ts";
+import { PendingEvents } from "./pending_events.ts";
 import { RESTORE_MAX_READ_BYTES, RESTORE_MAX_READS } from "../replication/read_limiter.ts";
 import type { Plain } from "./codec.ts";
 
@@ -165,7 +166,7 @@ interface Executor {
   early: ToExecutor[];
   /** Set when the pool killed the process on purpose. */
   killed: boolean;
-  pending: Map<number, PendingEvent>;
+  pending: PendingEvents<PendingEvent>;
   /** Pending events that said they wait on the bucket. */
   suspended: number;
   /** Drops sent and not answered, by actor key string. */
@@ -225,7 +226,7 @@ export class ExecutorPool {
       startedAt: this.#options.clock.monotonic() + delayMs,
       early: [],
       killed: false,
-      pending: new Map(),
+      pending: new PendingEvents(),
       suspended: 0,
       drops: new Map(),
     };
@@ -405,9 +406,8 @@ export class ExecutorPool {
   }
 
   #settle(executor: Executor, seq: number): PendingEvent | undefined {
-    const pending = executor.pending.get(seq);
+    const pending = executor.pending.delete(seq);
     if (!pending) return undefined;
-    executor.pending.delete(seq);
     if (pending.suspended) executor.suspended--;
     this.#arm(executor);
     return pending;
@@ -424,7 +424,7 @@ export class ExecutorPool {
   #arm(executor: Executor) {
     let running: PendingEvent | undefined;
     if (executor.suspended === 0) {
-      running = executor.pending.values().next().value;
+      running = executor.pending.first();
     } else {
       const waiting = new Set<string>();
       for (const event of executor.pending.values()) {
@@ -485,7 +485,7 @@ export class ExecutorPool {
       });
       return;
     }
-    executor.pending.set(pending.seq, pending);
+    executor.pending.add(pending);
     this.#arm(executor);
   }
 
