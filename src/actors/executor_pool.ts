@@ -273,7 +273,8 @@ export class ExecutorPool {
     try {
       const conn = await listener.accept() as Deno.Conn;
       executor.conn = conn;
-      executor.sender = new FrameSender(conn);
+      // The events of one turn go out in one write (see FrameBatching).
+      executor.sender = new FrameSender(conn, "turn");
       for (const message of executor.early.splice(0)) {
         executor.sender.send(message as unknown as Plain);
       }
