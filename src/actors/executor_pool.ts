@@ -139,8 +139,6 @@ export interface UnstartedEvent {
 interface PendingEvent {
   seq: number;
   actor: ActorKey;
-  /** The actor's key string, for per-actor order. */
-  id: string;
   generation: number;
   /** The end of the node's lease (wall-clock ms), or 0; see the `event` message. */
   until: number;
@@ -427,13 +425,15 @@ export class ExecutorPool {
     if (executor.suspended === 0) {
       running = executor.pending.first();
     } else {
+      // Actors with an earlier event pending, by key string.
       const waiting = new Set<string>();
       for (const event of executor.pending.values()) {
-        if (!event.suspended && !waiting.has(event.id)) {
+        const id = actorKeyString(event.actor);
+        if (!event.suspended && !waiting.has(id)) {
           running = event;
           break;
         }
-        waiting.add(event.id);
+        waiting.add(id);
       }
     }
     if (!running || running.startedAt !== undefined) return;
@@ -596,7 +596,6 @@ export class ExecutorPool {
       const pending: PendingEvent = {
         seq: ++this.#seq,
         actor,
-        id: actorKeyString(actor),
         generation,
         until,
         request,
