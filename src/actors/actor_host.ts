@@ -103,9 +103,9 @@ export class ActorHost {
   /** Resident actors, least recently used first (a Map keeps insertion order). */
   readonly #actors = new Map<string, ActorState>();
   /**
-   * The actor last moved to the end of #actors, which is then where it is
-   * still: its next event moves nothing (a hot actor's events skip the two
-   * map operations; it may have left the map since, and is then not `state`).
+   * The actor last put at the end of #actors. While it is in the map it is
+   * still last (only dispatch adds to the map, and it sets this), so its next
+   * event moves nothing: a hot actor's events skip the delete and the set.
    */
   #newest: ActorState | undefined;
   #sweep: Timer | undefined;
