@@ -102,6 +102,12 @@ export class ActorHost {
   readonly #log: Logger;
   /** Resident actors, least recently used first (a Map keeps insertion order). */
   readonly #actors = new Map<string, ActorState>();
+  /**
+   * The actor last put at the end of #actors. While it is in the map it is
+   * still last (only dispatch adds to the map, and it sets this), so its next
+   * event moves nothing: a hot actor's events skip the delete and the set.
+   */
+  #newest: ActorState | undefined;
   #sweep: Timer | undefined;
   #inFlight = 0;
   #idleWaiters: (() => void)[] = [];
@@ -143,8 +149,11 @@ export class ActorHost {
     const id = actorKeyString(key);
     let state = this.#actors.get(id);
     if (state) {
-      this.#actors.delete(id);
-      this.#actors.set(id, state);
+      if (state !== this.#newest) {
+        this.#actors.delete(id);
+        this.#actors.set(id, state);
+        this.#newest = state;
+      }
     } else {
       if (!this.#makeRoom()) {
         return Promise.resolve({
@@ -164,6 +173,7 @@ export class ActorHost {
         executor: this.#pool.executorOf(key),
       };
       this.#actors.set(id, state);
+      this.#newest = state;
       this.#take(state);
     }
     // One event runs; the others wait behind it.

@@ -20,6 +20,7 @@ import type {
   ToExecutor,
 } from "./protocol.ts";
 import { FrameSender, readFrames } from "./frames.ts";
+import { PendingEvents } from "./pending_events.ts";
 import { RESTORE_MAX_READ_BYTES, RESTORE_MAX_READS } from "../replication/read_limiter.ts";
 import type { Plain } from "./codec.ts";
 
@@ -138,8 +139,6 @@ export interface UnstartedEvent {
 interface PendingEvent {
   seq: number;
   actor: ActorKey;
-  /** The actor's key string, for per-actor order. */
-  id: string;
   generation: number;
   /** The end of the node's lease (wall-clock ms), or 0; see the `event` message. */
   until: number;
@@ -165,7 +164,7 @@ interface Executor {
   early: ToExecutor[];
   /** Set when the pool killed the process on purpose. */
   killed: boolean;
-  pending: Map<number, PendingEvent>;
+  pending: PendingEvents<PendingEvent>;
   /** Pending events that said they wait on the bucket. */
   suspended: number;
   /** Drops sent and not answered, by actor key string. */
@@ -225,7 +224,7 @@ export class ExecutorPool {
       startedAt: this.#options.clock.monotonic() + delayMs,
       early: [],
       killed: false,
-      pending: new Map(),
+      pending: new PendingEvents(),
       suspended: 0,
       drops: new Map(),
     };
@@ -272,7 +271,8 @@ export class ExecutorPool {
     try {
       const conn = await listener.accept() as Deno.Conn;
       executor.conn = conn;
-      executor.sender = new FrameSender(conn);
+      // The events of one turn go out in one write (see FrameBatching).
+      executor.sender = new FrameSender(conn, "turn");
       for (const message of executor.early.splice(0)) {
         executor.sender.send(message as unknown as Plain);
       }
@@ -405,9 +405,8 @@ export class ExecutorPool {
   }
 
   #settle(executor: Executor, seq: number): PendingEvent | undefined {
-    const pending = executor.pending.get(seq);
+    const pending = executor.pending.delete(seq);
     if (!pending) return undefined;
-    executor.pending.delete(seq);
     if (pending.suspended) executor.suspended--;
     this.#arm(executor);
     return pending;
@@ -424,15 +423,17 @@ export class ExecutorPool {
   #arm(executor: Executor) {
     let running: PendingEvent | undefined;
     if (executor.suspended === 0) {
-      running = executor.pending.values().next().value;
+      running = executor.pending.first();
     } else {
+      // Actors with an earlier event pending, by key string.
       const waiting = new Set<string>();
       for (const event of executor.pending.values()) {
-        if (!event.suspended && !waiting.has(event.id)) {
+        const id = actorKeyString(event.actor);
+        if (!event.suspended && !waiting.has(id)) {
           running = event;
           break;
         }
-        waiting.add(event.id);
+        waiting.add(id);
       }
     }
     if (!running || running.startedAt !== undefined) return;
@@ -485,7 +486,7 @@ export class ExecutorPool {
       });
       return;
     }
-    executor.pending.set(pending.seq, pending);
+    executor.pending.add(pending);
     this.#arm(executor);
   }
 
@@ -595,7 +596,6 @@ export class ExecutorPool {
       const pending: PendingEvent = {
         seq: ++this.#seq,
         actor,
-        id: actorKeyString(actor),
         generation,
         until,
         request,

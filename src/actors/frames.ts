@@ -2,11 +2,11 @@
  * Length-prefixed messages between the node and an executor over a Unix
  * socket: a 4-byte little-endian length, then the value in the codec of
  * `src/actors/codec.ts`, which keeps byte arrays and 64-bit integers as they
- * are. Writes are batched: messages posted before the current task's
- * microtasks are done go out in one write. (A child's stdin and stdout
- * streams cost about five times as much per round trip as raw socket reads
- * and writes; flushing on a `setTimeout(0)` instead of a microtask capped a
- * hop at a fifth of what it reaches now: bench/hop_ceiling.ts.)
+ * are. Writes are batched (see {@linkcode FrameBatching}). (A child's stdin
+ * and stdout streams cost about five times as much per round trip as raw
+ * socket reads and writes; flushing on a `setTimeout(0)` instead of a
+ * microtask capped a hop at a fifth of what it reaches now:
+ * bench/hop_ceiling.ts.)
  *
  * @module
  */
@@ -25,16 +25,31 @@ const INITIAL_BUFFER_BYTES = 64 * 1024;
 const MAX_SPARE_BYTES = 1024 * 1024;
 
 /**
+ * Written batch buffers kept for the next batches. Several batches can be
+ * on their way at once (each write completes at a later turn of the event
+ * loop), and without a spare each one took a new zeroed 64 KiB buffer: 3 %
+ * of an executor's time over 1,000 actors.
+ */
+const MAX_SPARES = 4;
+
+/**
+ * When a batch is written:
+ * - `microtask`: at the next microtask checkpoint. An executor must not hold
+ *   an answer back while it runs the next event, which may run long (tried:
+ *   with `turn`, an event that looped kept the answer of the one before it,
+ *   and that one got the 504).
+ * - `turn`: at the end of the event loop's turn (`setImmediate`), so that
+ *   everything posted in one turn goes out in one write. For the node's side,
+ *   which never runs long: each write to an executor is a system call that
+ *   also wakes it, and with `microtask` every event was written alone (one
+ *   request per turn reaches the handler).
+ */
+export type FrameBatching = "microtask" | "turn";
+
+/**
  * Sends messages on a connection, one write per batch of messages posted
- * together. Messages are encoded straight into the batch's buffer; two
- * buffers take turns, one filling while the other is written.
- *
- * A batch is written at the next microtask checkpoint, not at the end of
- * the task (`setImmediate`): an executor that answered an event must not
- * hold the answer back while it runs the next one, which may run long
- * (tried: the answers of a read's worth of events then went out in one
- * write, but an event that looped kept the answer of the one before it, and
- * that one got the 504).
+ * together. Messages are encoded straight into the batch's buffer; written
+ * buffers are reused.
  *
  * @example
  * ```ts ignore
@@ -44,22 +59,24 @@ const MAX_SPARE_BYTES = 1024 * 1024;
  */
 export class FrameSender {
   readonly #conn: Deno.Conn;
+  readonly #schedule: (flush: () => void) => void;
   #batch: Uint8Array = new Uint8Array(INITIAL_BUFFER_BYTES);
   #used = 0;
-  #spare: Uint8Array | undefined;
+  readonly #spares: Uint8Array[] = [];
   #writing: Promise<void> = Promise.resolve();
   #scheduled = false;
   #broken = false;
   readonly #flushNow = () => this.#flush();
 
-  constructor(conn: Deno.Conn) {
+  constructor(conn: Deno.Conn, batching: FrameBatching = "microtask") {
     this.#conn = conn;
+    this.#schedule = batching === "turn" ? setImmediate : queueMicrotask;
   }
 
   /**
-   * Queues `message`; it is written with the others posted before the next
-   * microtask checkpoint. Throws {@linkcode MessageTooLarge} for a message
-   * over {@linkcode MAX_FRAME_BYTES}.
+   * Queues `message`; it is written with the others posted before the batch
+   * is written (see {@linkcode FrameBatching}). Throws
+   * {@linkcode MessageTooLarge} for a message over {@linkcode MAX_FRAME_BYTES}.
    */
   send(message: Plain): void {
     if (this.#broken) return;
@@ -86,7 +103,7 @@ export class FrameSender {
     }
     if (!this.#scheduled) {
       this.#scheduled = true;
-      queueMicrotask(this.#flushNow);
+      this.#schedule(this.#flushNow);
     }
   }
 
@@ -95,13 +112,14 @@ export class FrameSender {
     this.#scheduled = false;
     const full = this.#batch;
     const batch = full.subarray(0, this.#used);
-    this.#batch = this.#spare ?? new Uint8Array(INITIAL_BUFFER_BYTES);
-    this.#spare = undefined;
+    this.#batch = this.#spares.pop() ?? new Uint8Array(INITIAL_BUFFER_BYTES);
     this.#used = 0;
     this.#writing = this.#writing.then(async () => {
       let written = 0;
       while (written < batch.length) written += await this.#conn.write(batch.subarray(written));
-      if (full.length <= MAX_SPARE_BYTES) this.#spare = full;
+      if (full.length <= MAX_SPARE_BYTES && this.#spares.length < MAX_SPARES) {
+        this.#spares.push(full);
+      }
     }).catch(() => {
       // The other side is gone; whoever reads from it finds out.
       this.#broken = true;

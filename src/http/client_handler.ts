@@ -82,14 +82,18 @@ export function textResponse(
 class BodyTooLarge extends Error {}
 
 /**
- * The request's body, at most `limit` bytes. A declared empty body is
- * answered without a promise; and before `request.body` is touched, since
- * even getting an empty body's stream costs a call into the runtime.
+ * The request's body, at most `limit` bytes; `declared` is its
+ * content-length header. A declared empty body is answered without a
+ * promise; and before `request.body` is touched, since even getting an empty
+ * body's stream costs a call into the runtime.
  */
-function readBody(request: Request, limit: number): Uint8Array | Promise<Uint8Array> {
-  const declared = request.headers.get("content-length");
+function readBody(
+  request: Request,
+  declared: string | undefined,
+  limit: number,
+): Uint8Array | Promise<Uint8Array> {
   if (declared === "0") return new Uint8Array();
-  if (declared !== null && Number(declared) > limit) throw new BodyTooLarge();
+  if (declared !== undefined && Number(declared) > limit) throw new BodyTooLarge();
   if (!request.body) return new Uint8Array();
   return readStream(request.body, limit);
 }
@@ -105,17 +109,46 @@ async function readStream(stream: ReadableStream<Uint8Array>, limit: number): Pr
   return concatBytes(chunks, size);
 }
 
+/** The request's headers for the actor, and the two the handler reads itself. */
+interface RequestHeaders {
+  /** Every header but the call headers, as `[...headers]` gives them. */
+  pairs: [string, string][];
+  contentLength: string | undefined;
+  upgrade: string | undefined;
+}
+
 /**
  * The request's headers as `[...headers]` gives them (lower-case names in
  * order, repeated ones joined), made with forEach: about a seventh of the
- * cost of the iterator (1.9 µs against 0.3 for two headers, measured).
+ * cost of the iterator (1.9 µs against 0.3 for two headers, measured). The
+ * content-length and upgrade headers are picked up on the way (the values
+ * `headers.get` gives), since each `get` is a call into the runtime.
  */
-function headerPairs(headers: Headers): [string, string][] {
-  const pairs: [string, string][] = [];
+function requestHeaders(headers: Headers): RequestHeaders {
+  const found: RequestHeaders = { pairs: [], contentLength: undefined, upgrade: undefined };
   headers.forEach((value, name) => {
-    if (!isCallHeader(name)) pairs.push([name, value]);
+    if (name === "content-length") found.contentLength = value;
+    else if (name === "upgrade") found.upgrade = value;
+    else if (isCallHeader(name)) return;
+    found.pairs.push([name, value]);
   });
-  return pairs;
+  return found;
+}
+
+/**
+ * What the dispatch reads of the client: the request's signal, made by
+ * Deno.serve only on first read (see {@linkcode ClientHandlerContext.dispatch}).
+ */
+class Client {
+  readonly #request: Request;
+
+  constructor(request: Request) {
+    this.#request = request;
+  }
+
+  get signal(): AbortSignal {
+    return this.#request.signal;
+  }
 }
 
 /**
@@ -166,7 +199,8 @@ export function createClientHandler(
     }
     const problem = actorNameProblem(name);
     if (problem) return withNode(textResponse(400, `bad actor name: ${problem}`));
-    if (request.headers.get("upgrade")?.toLowerCase() === "websocket") {
+    const headers = requestHeaders(request.headers);
+    if (headers.upgrade?.toLowerCase() === "websocket") {
       return withNode(
         textResponse(501, "WebSockets to actors are not available in this version yet"),
       );
@@ -176,7 +210,7 @@ export function createClientHandler(
 
     let body: Uint8Array;
     try {
-      const read = readBody(request, context.maxBodyBytes);
+      const read = readBody(request, headers.contentLength, context.maxBodyBytes);
       body = read instanceof Uint8Array ? read : await read;
     } catch (error) {
       if (error instanceof BodyTooLarge) {
@@ -186,7 +220,7 @@ export function createClientHandler(
       }
       return withNode(textResponse(400, "bad request: the body could not be read"));
     }
-    let eventHeaders = headerPairs(request.headers);
+    let eventHeaders = headers.pairs;
     const verdict = context.verifyCall?.({
       method: request.method,
       path: url.pathname + url.search,
@@ -212,24 +246,23 @@ export function createClientHandler(
       query: url.search.slice(1),
       headers: eventHeaders,
       body,
-    }, {
-      get signal() {
-        return request.signal;
-      },
-    });
+    }, new Client(request));
     if (outcome.kind === "failed") {
       const headers: Record<string, string> = outcome.status === 503 ? { "retry-after": "1" } : {};
       return withNode(textResponse(outcome.status, outcome.message, headers));
     }
-    const { status, headers, body: responseBody } = outcome.response;
+    const { status, body: responseBody } = outcome.response;
     const nullBody = status === 204 || status === 304 || request.method === "HEAD";
     try {
-      // A forwarded answer names the node that ran the event.
+      // The pairs as they are, not through a Headers first: the Response
+      // validates them once instead of twice (1.5 against 2.0-2.8 µs with
+      // the node's header set after, measured).
       return withNode(
         new Response(nullBody ? null : responseBody as Uint8Array<ArrayBuffer>, {
           status,
-          headers: new Headers(headers),
+          headers: outcome.response.headers,
         }),
+        // A forwarded answer names the node that ran the event.
         outcome.node,
       );
     } catch (error) {

@@ -95,3 +95,32 @@ Deno.test("values are written and read at an offset of a larger buffer", () => {
   buffer.fill(0);
   assert.deepEqual(bytes.body, new Uint8Array(64).fill(1), "byte arrays are copied out");
 });
+
+Deno.test("the names of protocol messages and any other names round-trip alike", () => {
+  const message: Plain = {
+    type: "event",
+    seq: 7,
+    actor: { tenant: "default", class: "counter", name: "type" },
+    request: {
+      method: "POST",
+      headers: [["content-length", "0"]],
+      body: new Uint8Array([1]),
+      "not a protocol name": { seq: "x", "é": 1 },
+    },
+    ["k".repeat(300)]: null,
+  };
+  const buffer = new Uint8Array(4096);
+  const length = encodePlain(message, buffer);
+  const decoded = decodePlain(buffer.subarray(0, length)) as Record<string, Plain>;
+  assert.deepEqual(decoded, message);
+  assert.deepEqual(Object.keys(decoded), Object.keys(message));
+});
+
+Deno.test("an unknown name byte is a corrupt message", () => {
+  const buffer = new Uint8Array(64);
+  const length = encodePlain({ type: "ready" }, buffer);
+  // Tag, a 4-byte count, then the name's byte.
+  buffer[5] = 200;
+  assert.throws(() => decodePlain(buffer.subarray(0, length)), /unknown key 200/);
+  assert.throws(() => decodePlain(buffer.subarray(0, 5)), /past the end/);
+});

@@ -1,15 +1,25 @@
 import assert from "node:assert/strict";
-import { FrameSender, MAX_FRAME_BYTES, readFrames } from "../../src/actors/frames.ts";
+import {
+  type FrameBatching,
+  FrameSender,
+  MAX_FRAME_BYTES,
+  readFrames,
+} from "../../src/actors/frames.ts";
 import { MessageTooLarge } from "../../src/actors/codec.ts";
 
-Deno.test("frames cross a socket in order, small and large, batched or not", async () => {
+for (const batching of ["microtask", "turn"] as const) {
+  Deno.test(`frames cross a socket in order, small and large, batched by ${batching}`, () =>
+    framesCross(batching));
+}
+
+async function framesCross(batching: FrameBatching) {
   const dir = await Deno.makeTempDir();
   const listener = Deno.listen({ transport: "unix", path: `${dir}/s.sock` });
   const client = await Deno.connect({ transport: "unix", path: `${dir}/s.sock` });
   const server = await listener.accept();
   try {
     const big = new Uint8Array(3 * 1024 * 1024).map((_, i) => i % 253);
-    const sender = new FrameSender(client);
+    const sender = new FrameSender(client, batching);
     // Read while writing: a socket holds far less than the large frame.
     const reading = (async () => {
       const seen: number[] = [];
@@ -40,7 +50,7 @@ Deno.test("frames cross a socket in order, small and large, batched or not", asy
     listener.close();
     await Deno.remove(dir, { recursive: true });
   }
-});
+}
 
 Deno.test("a frame over the limit, or a connection closed mid-frame, ends the reading", async () => {
   const dir = await Deno.makeTempDir();
