@@ -1,13 +1,17 @@
 /**
  * One simulated cluster, run from one seed: nodes running the real cluster
  * code (`ClusterPlane`: node id check, node lease, membership with fencing,
- * routing; `OwnershipRecords`; `ActorHost` with an executor pool that only
- * records the events it is given) on one {@linkcode ObservedBucket}, clients
+ * routing and forwarding; `OwnershipRecords`; `ActorHost` with the simulated
+ * executor of `sim/executor.ts`, real SQLite and replication; the client
+ * handler, `RequestRouting` and `FailoverWaits`) on one
+ * {@linkcode ObservedBucket} and the network of `sim/network.ts`, clients
  * sending requests for random actors through random nodes, and faults drawn
  * from the seed: bucket latency, errors, lost answers, silent calls, slow
- * listings and outages; partitions of one machine from the bucket; process
- * pauses; crashes; clean stops; restarts through the id check; a second
- * process started while the first is frozen; skewed and drifting clocks.
+ * listings and outages; partitions of one machine from the bucket, and
+ * between two nodes; process pauses; crashes; clean stops; restarts through
+ * the id check (with the same or an empty data directory, or after a power
+ * loss); a second process started while the first is frozen; skewed and
+ * drifting clocks; clients that leave.
  *
  * Each seed also draws which of those faults it uses and how hard (swarm
  * testing), so that runs differ in kind, not only in detail.
