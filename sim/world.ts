@@ -30,6 +30,7 @@ import { type ActorKey, actorKeyString } from "../src/actors/key.ts";
 import type { ActorRequest } from "../src/actors/protocol.ts";
 import type { MemoryFaults, TimeWindow } from "../src/bucket/memory.ts";
 import { nodeKey } from "../src/bucket/keys.ts";
+import { REQUEST_TIMEOUT_MS } from "../src/bucket/bounds.ts";
 import { randomHex, seededRandom } from "../src/bucket/random.ts";
 import { ClusterPlane, type ForwardOutcome, heartbeatFrees } from "../src/cluster/cluster_plane.ts";
 import {
@@ -1774,7 +1775,11 @@ class World {
     // listing takes milliseconds): by then each has seen it.
     const listed = this.#timing.periodMs + 500;
     if (goneAt === undefined || now < goneAt + listed) return;
-    if (!this.#healthy(proc) || !this.#bucketCalm()) return;
+    // The node asked has served, and the bucket been calm, for a bucket
+    // request's timeout: nothing a storm or a partition left hanging on it
+    // holds the takeover up.
+    const settled = now - REQUEST_TIMEOUT_MS - 1_000;
+    if (!this.#healthy(proc) || proc.readySince! > settled || !this.#bucketCalm()) return;
     this.#stats.takeoversAwaited++;
     this.#awaitingTakeover.set(actorId, {
       since: now,
@@ -1792,10 +1797,15 @@ class World {
       proc.plane !== undefined && proc.plane.valid() && proc.node.net.partition() === undefined;
   }
 
-  /** No storm and no outage now. */
+  /**
+   * No storm and no outage now, nor within a bucket request's timeout
+   * before: a call the storm left unanswered still holds up what waits on
+   * it (a take of the actor, and the requests queued behind it) until then.
+   */
   #bucketCalm(): boolean {
-    const now = this.#sched.now;
-    return !this.#storm && !this.#outages.some((w) => w.from <= now && now < w.until);
+    const since = this.#sched.now - REQUEST_TIMEOUT_MS - 1_000;
+    return !this.#storm && this.#lastStormEnd <= since &&
+      !this.#outages.some((w) => w.until > since && w.from <= this.#sched.now);
   }
 
   /**
