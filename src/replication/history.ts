@@ -3,7 +3,7 @@
  * `actors/<tenant>/<class>/<name>/`: the keys, the `base` and `deleted`
  * objects, and the restore walk, as pure functions so the rule can be tested
  * without a bucket. A restore runs them in order: {@linkcode parseHistory} on
- * the listing, {@linkcode basesToRead} once `deleted` is read, then
+ * the listing, {@linkcode basesToRead} (and the `deleted` marker), then
  * {@linkcode planRestore} once the bases are read.
  *
  * @module
@@ -268,17 +268,14 @@ export function parseHistory(objects: Iterable<ObjectInfo>, actor: ActorId): Act
  * marker a later generation's base starts below was lost (see
  * {@linkcode supersededDelete}), and the history before it stands.
  *
- * `deleted` is kept in the signature for the callers' sake; it no longer
- * narrows the set.
- *
  * @example
  * ```ts
  * import { basesToRead, parseHistory } from "./history.ts";
  * const history = parseHistory([], { tenant: "t", class: "c", name: "n" });
- * basesToRead(history, undefined); // []
+ * basesToRead(history); // []
  * ```
  */
-export function basesToRead(history: ActorHistory, _deleted?: DeletedRecord): HistoryBase[] {
+export function basesToRead(history: ActorHistory): HistoryBase[] {
   return [...history.bases.values()].sort((a, b) => compare(a.generation, b.generation));
 }
 
@@ -424,7 +421,7 @@ export function planRestore(
   const kept = [...bases.values()]
     .filter((b) => !deleted || b.generation >= deleted.generation)
     .sort((a, b) => compare(a.generation, b.generation));
-  for (const listed of basesToRead(history, deleted)) {
+  for (const listed of basesToRead(history)) {
     if (!bases.has(listed.generation)) {
       throw new TypeError(`the base ${listed.key} was listed but not given`);
     }

@@ -319,7 +319,7 @@ export async function restoreActor(options: RestoreOptions): Promise<RestoreResu
       session.allow([history.deleted]);
       deleted = decodeDeleted(await session.read(history.deleted), history.deleted.key);
     }
-    const toRead = basesToRead(history, deleted);
+    const toRead = basesToRead(history);
     session.allow(toRead);
     const bases = new Map<bigint, BaseRecord>();
     for await (const body of session.readInOrder(toRead, () => {})) {
