@@ -39,7 +39,13 @@ function world(link: (from: string, to: string) => LinkState = () => ({ state: "
   const accepted: ByteConn[] = [];
   net.listen("b.sim:80", { owner: server, machine: "b" }, (conn) => accepted.push(conn));
   const connect = net.connector({ owner: client, machine: "a" });
-  return { sched, net, client, server, accepted, connect };
+  /** A connection from a to b, once its handshake (two 10 ms delays) is over. */
+  const open = async () => {
+    const opened = connect("b.sim", 80, new AbortController().signal);
+    await sched.runUntil(sched.now + 20);
+    return await opened;
+  };
+  return { sched, net, client, server, accepted, connect, open };
 }
 
 const bytes = (text: string) => new TextEncoder().encode(text);
@@ -51,10 +57,8 @@ async function readText(conn: ByteConn): Promise<string> {
 }
 
 Deno.test("sim network: bytes arrive in order after the delay; a close is an end of stream", async () => {
-  const { sched, accepted, connect } = world();
-  const opened = connect("b.sim", 80, new AbortController().signal);
-  await sched.runUntil(20);
-  const conn = await opened;
+  const { sched, accepted, open } = world();
+  const conn = await open();
   assert.equal(accepted.length, 1);
   await conn.write(bytes("one "));
   await conn.write(bytes("two"));
@@ -100,10 +104,8 @@ Deno.test("sim network: a silent partition hangs a connect until its signal give
 
 Deno.test("sim network: bytes sent into a silent partition arrive once it ends", async () => {
   let cut: LinkState = { state: "up" };
-  const { sched, accepted, connect } = world(() => cut);
-  const opened = connect("b.sim", 80, new AbortController().signal);
-  await sched.runUntil(20);
-  const conn = await opened;
+  const { sched, accepted, open } = world(() => cut);
+  const conn = await open();
   cut = { state: "silent", until: 5_000 };
   await conn.write(bytes("late"));
   const read = readText(accepted[0]);
@@ -117,10 +119,8 @@ Deno.test("sim network: bytes sent into a silent partition arrive once it ends",
 });
 
 Deno.test("sim network: a paused peer reads on resume; a crashed one resets its connections", async () => {
-  const { sched, net, server, accepted, connect } = world();
-  const opened = connect("b.sim", 80, new AbortController().signal);
-  await sched.runUntil(20);
-  const conn = await opened;
+  const { sched, net, server, accepted, connect, open } = world();
+  const conn = await open();
   server.paused = true;
   await conn.write(bytes("held"));
   await sched.runUntil(1_000);
