@@ -1803,9 +1803,20 @@ class World {
    * it (a take of the actor, and the requests queued behind it) until then.
    */
   #bucketCalm(): boolean {
-    const since = this.#sched.now - REQUEST_TIMEOUT_MS - 1_000;
-    return !this.#storm && this.#lastStormEnd <= since &&
-      !this.#outages.some((w) => w.until > since && w.from <= this.#sched.now);
+    const calm = this.#calmSince();
+    return calm !== undefined && calm <= this.#sched.now - REQUEST_TIMEOUT_MS - 1_000;
+  }
+
+  /** True time since which the bucket has had no storm or outage; undefined while it has one. */
+  #calmSince(): number | undefined {
+    const now = this.#sched.now;
+    if (this.#storm) return undefined;
+    let calm = this.#lastStormEnd;
+    for (const w of this.#outages) {
+      if (w.from <= now && now < w.until) return undefined;
+      if (w.until <= now) calm = Math.max(calm, w.until);
+    }
+    return calm;
   }
 
   /**
@@ -1829,9 +1840,10 @@ class World {
         this.#awaitingTakeover.delete(actorId);
         continue;
       }
+      // Calm since the request (and so since 31 s before it, as when it came).
+      const calm = this.#calmSince();
       const excused = !this.#healthy(wait.proc) || wait.proc.readySince! > wait.since ||
-        !this.#bucketCalm() || this.#lastStormEnd > wait.since ||
-        this.#outages.some((w) => w.from < now && w.until > wait.since);
+        calm === undefined || calm > wait.since;
       if (excused) {
         this.#awaitingTakeover.delete(actorId);
         continue;
@@ -1972,13 +1984,8 @@ class World {
    * undefined when that is not so now.
    */
   #reachableSince(except: SimNode): number | undefined {
-    const now = this.#sched.now;
-    if (this.#storm) return undefined;
-    let calm = this.#lastStormEnd;
-    for (const w of this.#outages) {
-      if (w.from <= now && now < w.until) return undefined;
-      if (w.until <= now) calm = Math.max(calm, w.until);
-    }
+    const calm = this.#calmSince();
+    if (calm === undefined) return undefined;
     let ready: number | undefined;
     for (const proc of this.#procs) {
       if (proc.node === except || proc.readySince === undefined) continue;
