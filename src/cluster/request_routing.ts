@@ -29,7 +29,7 @@ export interface RequestRoutingOptions {
 }
 
 /** The answer to an ownership record that could not be read while routing. */
-export function lookupFailure(error: unknown): { status: number; message: string } {
+function lookupFailure(error: unknown): { status: number; message: string } {
   return (error as Error).name === "MalformedRecord"
     ? { status: 500, message: (error as Error).message }
     : { status: 503, message: "the bucket did not answer while looking up the actor; retry" };
