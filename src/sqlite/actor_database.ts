@@ -73,6 +73,64 @@ export interface ActorDatabaseOptions {
 interface Prepared {
   statement: StatementSync;
   columns: string[];
+  /** What the statement can change, from its first keyword. */
+  kind: StatementKind;
+}
+
+/**
+ * What a statement can change, told from its first keyword (after spaces
+ * and comments), so that most statements need no second statement to read
+ * the connection's counters, and a statement that is not an INSERT, UPDATE
+ * or DELETE reports no changes (SQLite's changes() still counts the last one
+ * that was):
+ * - `read`: SELECT or VALUES, which SQLite runs read-only (its common table
+ *   expressions can only be SELECTs).
+ * - `update-delete`: UPDATE or DELETE; with RETURNING it returns one row per
+ *   row it changed, and it sets no rowid (a trigger's insert is undone for
+ *   last_insert_rowid() when the trigger ends).
+ * - `insert`: INSERT, REPLACE, or WITH before one of these three; with
+ *   RETURNING, whether it set a new rowid is not known from its rows.
+ * - `other`: anything else (CREATE, BEGIN, PRAGMA, ...), which changes no rows.
+ */
+type StatementKind = "read" | "update-delete" | "insert" | "other";
+
+function statementKind(sql: string): StatementKind {
+  switch (firstKeyword(sql)) {
+    case "SELECT":
+    case "VALUES":
+      return "read";
+    case "UPDATE":
+    case "DELETE":
+      return "update-delete";
+    case "INSERT":
+    case "REPLACE":
+    case "WITH":
+      return "insert";
+    default:
+      return "other";
+  }
+}
+
+/** The statement's first word, upper-cased, after spaces and comments. */
+function firstKeyword(sql: string): string {
+  let at = 0;
+  while (at < sql.length) {
+    const code = sql.charCodeAt(at);
+    if (code === 32 || (code >= 9 && code <= 13)) {
+      at++;
+    } else if (sql.startsWith("--", at)) {
+      const end = sql.indexOf("\n", at);
+      if (end < 0) return "";
+      at = end + 1;
+    } else if (sql.startsWith("/*", at)) {
+      const end = sql.indexOf("*/", at + 2);
+      if (end < 0) return "";
+      at = end + 2;
+    } else {
+      break;
+    }
+  }
+  return /^[A-Za-z]+/.exec(sql.slice(at, at + 16))?.[0].toUpperCase() ?? "";
 }
 
 // Deno's node:sqlite has setReturnArrays (rows as arrays, cheaper than
@@ -151,6 +209,8 @@ export class ActorDatabase {
   readonly #statements = new Map<string, Prepared>();
   /** total_changes() after the last statement with rows, while nothing else ran since. */
   #totalChanges: bigint | undefined;
+  /** last_insert_rowid() as the last statement left it, while known. */
+  #lastRowid: bigint | undefined;
   readonly #counters: StatementSync;
   /**
    * Our own descriptor of the database file, for snapshots (replicated
@@ -203,7 +263,11 @@ export class ActorDatabase {
       this.#statements.delete(sql);
     } else {
       const statement = prepareForActor(this.#db, sql);
-      prepared = { statement, columns: statement.columns().map((column) => column.name) };
+      prepared = {
+        statement,
+        columns: statement.columns().map((column) => column.name),
+        kind: statementKind(sql),
+      };
       if (this.#statements.size === STATEMENT_CACHE_SIZE) {
         this.#statements.delete(this.#statements.keys().next().value!);
       }
@@ -218,22 +282,57 @@ export class ActorDatabase {
 
   /** Runs one statement. Throws what SQLite throws. */
   exec(sql: string, params: SqlValue[]): ExecResult {
-    const { statement, columns } = this.#prepare(sql);
+    const { statement, columns, kind } = this.#prepare(sql);
     const inputs = params.map(toInput);
     if (columns.length === 0) {
       this.#totalChanges = undefined;
+      this.#lastRowid = undefined;
       const { changes, lastInsertRowid } = statement.run(...inputs);
+      this.#lastRowid = BigInt(lastInsertRowid);
       return {
         columns,
         rows: [],
-        changes: BigInt(changes),
-        lastInsertRowid: BigInt(lastInsertRowid),
+        changes: kind === "update-delete" || kind === "insert" ? BigInt(changes) : 0n,
+        lastInsertRowid: this.#lastRowid,
+      };
+    }
+    if (kind === "read" || kind === "update-delete") {
+      let lastInsertRowid = this.#lastRowid;
+      if (lastInsertRowid === undefined) {
+        const [total, , rowid] = this.#counts();
+        this.#totalChanges ??= total;
+        lastInsertRowid = rowid;
+      }
+      // Unknown until the statement ends well: a failed one may have moved it.
+      this.#lastRowid = undefined;
+      if (kind === "update-delete") this.#totalChanges = undefined;
+      const rows = this.#rows(statement, inputs);
+      this.#lastRowid = lastInsertRowid;
+      return {
+        columns,
+        rows,
+        changes: kind === "update-delete" ? BigInt(rows.length) : 0n,
+        lastInsertRowid,
       };
     }
     // changes() still counts the last statement that changed rows, so a
-    // SELECT is told apart by total_changes() not moving.
+    // statement that changed none is told apart by total_changes() not moving.
     const totalBefore = this.#totalChanges ?? this.#counts()[0];
     this.#totalChanges = undefined;
+    this.#lastRowid = undefined;
+    const rows = this.#rows(statement, inputs);
+    const [totalAfter, changes, rowid] = this.#counts();
+    this.#totalChanges = totalAfter;
+    this.#lastRowid = rowid;
+    return {
+      columns,
+      rows,
+      changes: totalAfter === totalBefore ? 0n : changes,
+      lastInsertRowid: rowid,
+    };
+  }
+
+  #rows(statement: StatementSync, inputs: SQLInputValue[]): SqlValue[][] {
     // all() costs a third of iterate() for the small results actors mostly
     // read (8 µs against 22 µs for one row, measured), so the row bound is
     // checked once the rows are read: a statement returning more fails, and
@@ -244,15 +343,7 @@ export class ActorDatabase {
         code: "WASMKEEP_TOO_MANY_ROWS",
       });
     }
-    const rows = raw.map((row) => row.map(toSqlValue));
-    const [totalAfter, changes, rowid] = this.#counts();
-    this.#totalChanges = totalAfter;
-    return {
-      columns,
-      rows,
-      changes: totalAfter === totalBefore ? 0n : changes,
-      lastInsertRowid: rowid,
-    };
+    return raw.map((row) => row.map(toSqlValue));
   }
 
   /** Whether a transaction is open. */
@@ -263,6 +354,7 @@ export class ActorDatabase {
   /** Rolls back an open transaction; returns whether there was one. */
   rollback(): boolean {
     this.#totalChanges = undefined;
+    this.#lastRowid = undefined;
     if (!this.#db.isTransaction) return false;
     this.#db.exec("ROLLBACK");
     return true;
@@ -277,6 +369,7 @@ export class ActorDatabase {
   /** Sets a value of WasmKeep's own per-actor facts. */
   setMeta(key: string, value: string): void {
     this.#totalChanges = undefined;
+    this.#lastRowid = undefined;
     this.#db.prepare(
       `INSERT INTO ${META_TABLE} (key, value) VALUES (?, ?)
        ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
