@@ -6,12 +6,15 @@
  * 10,000 resident counter actors, and of each part of one alone
  * (`memory_parts.ts`). Stops by itself and removes what it made.
  *
- * Usage: `deno run -A bench/counter_bench.ts [--rounds N] [--data-root DIR] [--wasmkeep-root DIR] [--json FILE]`
+ * Usage: `deno run -A bench/counter_bench.ts [--rounds N] [--data-root DIR] [--wasmkeep-root DIR] [--executors N] [--json FILE]`
  *
  * `--rounds N` (default 1) measures each throughput case N times, WasmKeep
  * and the baseline alternating which goes first, and reports the median of
  * the N ratios: on a shared machine one round's baseline alone moves by a
  * fifth from run to run.
+ *
+ * `--executors N` passes `--executors N` to WasmKeep's `serve` (default: its
+ * own, one per core).
  *
  * `--wasmkeep-root` is the checkout whose `main.ts` is benchmarked (default:
  * this one, as it is on disk); the baseline and the memory parts always
@@ -100,6 +103,9 @@ function log(message: string) {
 /** The WasmKeep tree under test: `--wasmkeep-root`, else this repository. */
 const WASMKEEP_ROOT = flag("wasmkeep-root") ?? ROOT;
 
+/** `--executors N` for WasmKeep, when given. */
+const EXECUTORS = flag("executors");
+
 function startWasmKeep(dataDir: string, extra: string[] = []): Promise<ServerProcess> {
   return startServer(
     "wasmkeep",
@@ -118,6 +124,7 @@ function startWasmKeep(dataDir: string, extra: string[] = []): Promise<ServerPro
       // and nothing is logged per request at info.
       "--log-level",
       "info",
+      ...(EXECUTORS === undefined ? [] : ["--executors", EXECUTORS]),
       ...extra,
     ],
     /node ready .*url=(http:\/\/\S+)/,
@@ -259,6 +266,7 @@ function report(cases: Case[], memory: MemoryResult[], parts: PartResult[], data
       `${DURATION_MS / 1000} s measured, POST /actor/counter/<name>`,
   );
   lines.push(`WasmKeep under test: ${describeTree(WASMKEEP_ROOT)}`);
+  if (EXECUTORS !== undefined) lines.push(`WasmKeep flags: --executors ${EXECUTORS}`);
   lines.push("");
   lines.push(
     "| case | server | req/s | p50 ms | p99 ms | max ms | errors | counts check | CPU µs/req main + children |",
