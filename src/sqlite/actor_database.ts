@@ -303,7 +303,8 @@ export class ActorDatabase {
         this.#totalChanges ??= total;
         lastInsertRowid = rowid;
       }
-      // Unknown until the statement ends well: a failed one may have moved it.
+      // Read afresh after a failure rather than trusted (SQLite does not
+      // document it after a failed statement); kept once this one ends well.
       this.#lastRowid = undefined;
       if (kind === "update-delete") this.#totalChanges = undefined;
       const rows = this.#rows(statement, inputs);
