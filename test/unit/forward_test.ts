@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { FakeClock } from "../bucket/fake_clock.ts";
+import { pending } from "../helpers/pending.ts";
 import {
   type Connect,
   FORWARDED_BY_HEADER,
@@ -49,14 +50,6 @@ function closeQuietly(conn: Deno.Conn): void {
   } catch {
     // Already closed.
   }
-}
-
-/** Whether `promise` is still pending after the ready promise chains ran. */
-async function pending(promise: Promise<unknown>): Promise<boolean> {
-  let settled = false;
-  promise.then(() => settled = true, () => settled = true);
-  for (let i = 0; i < 50; i++) await Promise.resolve();
-  return !settled;
 }
 
 interface RawRequest {
