@@ -673,6 +673,9 @@ export class WasmKeepNode {
           });
           if (!this.#stopping) this.host.dropAll();
         },
+        // Events already sent may run as long as the renewed lease.
+        onLeaseExtended: (validUntil) =>
+          this.pool.extendLease(this.clock.now() + (validUntil - this.clock.monotonic())),
         onLeaseLost: (reason) => {
           this.log.error("another writer took this node's lease: stopping", {
             node: this.options.nodeId,

@@ -191,6 +191,11 @@ class Executor {
   #epoch = 0;
   /** What bounds each event under way: the epoch it came in and its lease's end. */
   readonly #eventLimits = new Map<number, { epoch: number; until: number }>();
+  /**
+   * The lease's end as the node's last `lease` message in this epoch gave it
+   * (0 before one): the lease an event of this epoch was sent under, renewed.
+   */
+  #leaseUntil = 0;
   /** actors.call sent to the node, by id, until their answer. */
   readonly #calls = new Map<number, (answer: CallAnswer) => void>();
   #callSeq = 0;
@@ -657,7 +662,8 @@ class Executor {
 
   /**
    * Fails the event (503) when the node's lease it was sent under ran out:
-   * a `discard-all` came since, or the wall clock passed the lease's end.
+   * a `discard-all` came since, or the wall clock passed the lease's end (as
+   * the event carried it, or later as a `lease` message renewed it).
    * An actor woken for it at a generation a `discard-all` dropped is given
    * up, so no later event runs at that generation either.
    */
@@ -665,7 +671,8 @@ class Executor {
     const limit = this.#eventLimits.get(seq);
     if (!limit) return;
     const discarded = limit.epoch !== this.#epoch;
-    if (!discarded && (limit.until === 0 || Date.now() < limit.until)) return;
+    const until = limit.until === 0 ? 0 : Math.max(limit.until, this.#leaseUntil);
+    if (!discarded && (until === 0 || Date.now() < until)) return;
     if (discarded && actor && !actor.dead) {
       this.#discard(actor);
       this.#rememberGiveUp(actor.id, actor.generation);
@@ -727,11 +734,16 @@ class Executor {
       }
       case "discard-all": {
         this.#epoch++;
+        this.#leaseUntil = 0;
         for (const actor of [...this.#resident.values()]) {
           this.#discard(actor);
           // Its generation is over: queued events of it get a 503.
           this.#rememberGiveUp(actor.id, actor.generation);
         }
+        return;
+      }
+      case "lease": {
+        this.#leaseUntil = Math.max(this.#leaseUntil, message.until);
         return;
       }
       case "hold": {

@@ -636,6 +636,18 @@ export class ExecutorPool {
   }
 
   /**
+   * Tells the executors the node's lease, still valid, now ends at `until`
+   * (wall-clock ms): an event sent under it may run until then, not only
+   * until the end it was sent with. An executor not connected yet is not
+   * told; its events carry the end as it is when they are sent.
+   */
+  extendLease(until: number): void {
+    for (const executor of this.#executors) {
+      executor.sender?.send({ type: "lease", until } as unknown as Plain);
+    }
+  }
+
+  /**
    * Closes every database and ends the executors. Call once no event is
    * pending; an executor still busy after {@linkcode CLOSE_GRACE_MS} is
    * killed.

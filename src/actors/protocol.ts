@@ -97,6 +97,12 @@ export type ToExecutor =
   | { type: "abandon"; seq: number; actor: ActorKey }
   /** Drop every actor at once, uploads not waited for (the node lease ran out). */
   | { type: "discard-all" }
+  /**
+   * The node's lease was renewed: valid until `until` (wall-clock ms), later
+   * than the end its events carry. Sent while it stays valid; a
+   * `discard-all` comes first whenever it ran out.
+   */
+  | { type: "lease"; until: number }
   /** The answer to a `check-hold`. */
   | { type: "hold"; id: number; ok: boolean }
   /** The answer to a `call`. */

@@ -60,6 +60,8 @@ export interface ClusterPlaneOptions {
   onLeaseChange: (valid: boolean) => void;
   /** Another writer took this node's lease: the node must stop. */
   onLeaseLost: (reason: NodeLeaseLost) => void;
+  /** A landed heartbeat write made the lease valid until `validUntil` (monotonic). */
+  onLeaseExtended?: (validUntil: number) => void;
   /** Abandons the start (the node id check waits up to ttl + grace). */
   signal?: AbortSignal;
   /**
@@ -205,6 +207,7 @@ export class ClusterPlane {
       }),
       onChange: options.onLeaseChange,
       onLost: options.onLeaseLost,
+      onExtended: options.onLeaseExtended,
     });
     const membership = new Membership({ bucket, clock, log, nodeId, timing, ownLease: lease });
     const answerTimeoutMs = options.answerTimeoutMs;

@@ -138,6 +138,11 @@ export interface NodeLeaseOptions {
   onChange?: (valid: boolean) => void;
   /** Called once when another writer took the lease; no write follows. */
   onLost?: (reason: NodeLeaseLost) => void;
+  /**
+   * Called when a landed write makes the lease valid for longer: with
+   * {@linkcode NodeLease.validUntil}, the new end (monotonic).
+   */
+  onExtended?: (validUntil: number) => void;
 }
 
 /** Where the lease is in its life. */
@@ -191,6 +196,7 @@ export class NodeLease {
   readonly #describe: () => HeartbeatDescription;
   readonly #onChange: (valid: boolean) => void;
   readonly #onLost: (reason: NodeLeaseLost) => void;
+  readonly #onExtended: (validUntil: number) => void;
   readonly #key: string;
   /** Aborts a write or read in flight at `close`. */
   readonly #closing = new AbortController();
@@ -227,6 +233,7 @@ export class NodeLease {
     this.#describe = options.describe;
     this.#onChange = options.onChange ?? (() => {});
     this.#onLost = options.onLost ?? (() => {});
+    this.#onExtended = options.onExtended ?? (() => {});
     this.#key = nodeKey(options.nodeId);
   }
 
@@ -693,6 +700,7 @@ export class NodeLease {
       this.#validSince = now;
       this.#onChange(true);
     }
+    this.#onExtended(until);
   }
 
   /** The expiry timer: the lease ends now unless a write extended it meanwhile. */

@@ -67,6 +67,7 @@ function setup() {
   const bucket = new RecordingBucket(clock);
   const changes: [number, boolean][] = [];
   const losses: NodeLeaseLost[] = [];
+  const extended: number[] = [];
   const lines: string[] = [];
   const log = createLogger({ level: "debug", sink: (l) => lines.push(l), now: () => clock.now() });
   const lease = new NodeLease({
@@ -79,9 +80,10 @@ function setup() {
     describe: () => description,
     onChange: (valid) => changes.push([clock.now() - t0, valid]),
     onLost: (reason) => losses.push(reason),
+    onExtended: (validUntil) => extended.push(validUntil),
   });
   const since = (t: number) => t - t0;
-  return { clock, t0, bucket, lease, changes, losses, lines, since };
+  return { clock, t0, bucket, lease, changes, losses, extended, lines, since };
 }
 
 async function stored(bucket: MemoryBucket): Promise<Heartbeat> {
@@ -98,7 +100,7 @@ async function fence(bucket: RecordingBucket): Promise<void> {
 }
 
 Deno.test("node lease: written at start, then every period, each If-Match the last ETag", async () => {
-  const { clock, t0, bucket, lease, changes, since } = setup();
+  const { clock, t0, bucket, lease, changes, extended, since } = setup();
   await lease.start(undefined);
   assert.equal(lease.valid(), true);
   await clock.advance(9_000);
@@ -119,6 +121,8 @@ Deno.test("node lease: written at start, then every period, each If-Match the la
   }
   assert.equal(lease.etag, (await bucket.head(KEY))!.etag);
   assert.equal(lease.validUntil, t0 + 9_000 + timing.validMs);
+  // Each landed write told, with the lease's new end.
+  assert.deepEqual(extended, [0, 3_000, 6_000, 9_000].map((t) => t0 + t + timing.validMs));
   assert.deepEqual(changes, [[0, true]]);
   assert.equal(lease.validSince, t0);
   lease.close();

@@ -183,6 +183,37 @@ Deno.test("the executor runs nothing of an event past the end of the lease it wa
   }
 });
 
+Deno.test("a lease renewed while an event waits lets it finish; a discard-all ends the renewal", async () => {
+  const dataDir = await Deno.makeTempDir();
+  // The hold check is answered after 600 ms, past the end the events are sent with.
+  const pool = await testbedPool(dataDir, [], {
+    checkHold: () => new Promise((resolve) => setTimeout(() => resolve(true), 600)),
+  });
+  try {
+    const warm = await pool.run(0, testbed("a"), 1, request("/rows"), Date.now() + 10_000);
+    assert.equal(warm.kind, "response");
+    const renewed = pool.run(0, testbed("a"), 1, request("/durable"), Date.now() + 300);
+    await new Promise((r) => setTimeout(r, 100));
+    pool.extendLease(Date.now() + 10_000);
+    const outcome = await renewed;
+    assert.equal(
+      outcome.kind === "response" && outcome.response.status,
+      200,
+      JSON.stringify(outcome),
+    );
+
+    // The lease ran out (discard-all): what it was renewed to no longer counts.
+    pool.discardAll();
+    const after = pool.run(0, testbed("b"), 2, request("/durable"), Date.now() + 300);
+    const late = await after;
+    assert.equal(late.kind === "failed" && late.status, 503, JSON.stringify(late));
+    assert.match(late.kind === "failed" ? late.message : "", /lease ran out before the event/);
+  } finally {
+    await pool.close();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
+
 Deno.test("closing the pool answers the events still pending", async () => {
   const dataDir = await Deno.makeTempDir();
   const pool = await testbedPool(dataDir, []);
