@@ -132,6 +132,14 @@ function verifySignedCall(
   return { ok: false, status: verified.kind === "bad" ? 403 : 503, reason: verified.reason };
 }
 
+/**
+ * The wall-clock time of `monotonic` on `clock`: how the lease's end is
+ * given to executors, which read the wall clock.
+ */
+function wallClockOf(clock: Clock, monotonic: number): number {
+  return clock.now() + (monotonic - clock.monotonic());
+}
+
 /** The names the node's certificate is for: the advertised host, and the bound one when specific. */
 function identityHosts(hostname: string, advertise: string): string[] {
   const hosts = [new URL(advertise).hostname.replace(/^\[(.*)\]$/, "$1")];
@@ -372,7 +380,7 @@ export class WasmKeepNode {
       // executor runs nothing of them past its end (on the wall clock, which
       // both processes read).
       () => !plane.current || plane.current.valid(),
-      () => plane.current ? clock.now() + (plane.current.lease.validUntil - clock.monotonic()) : 0,
+      () => plane.current ? wallClockOf(clock, plane.current.lease.validUntil) : 0,
     );
     metrics.gauge(
       "wasmkeep_resident_actors",
@@ -674,8 +682,7 @@ export class WasmKeepNode {
           if (!this.#stopping) this.host.dropAll();
         },
         // Events already sent may run as long as the renewed lease.
-        onLeaseExtended: (validUntil) =>
-          this.pool.extendLease(this.clock.now() + (validUntil - this.clock.monotonic())),
+        onLeaseExtended: (validUntil) => this.pool.extendLease(wallClockOf(this.clock, validUntil)),
         onLeaseLost: (reason) => {
           this.log.error("another writer took this node's lease: stopping", {
             node: this.options.nodeId,
