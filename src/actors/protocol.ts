@@ -99,8 +99,10 @@ export type ToExecutor =
   | { type: "discard-all" }
   /**
    * The node's lease was renewed: valid until `until` (wall-clock ms), later
-   * than the end its events carry. Sent while it stays valid; a
-   * `discard-all` comes first whenever it ran out.
+   * than the end its events carry. A `discard-all` comes first after every
+   * lapse the node noticed; one it did not notice (its event loop held up)
+   * ended without a fence, since the renewing write was conditioned on the
+   * lease's ETag.
    */
   | { type: "lease"; until: number }
   /** The answer to a `check-hold`. */
