@@ -10,6 +10,7 @@
 
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import type { LtxPage } from "../ltx/encoder.ts";
+import { actorSqlRefusal, META_TABLE } from "./actor_sql_policy.ts";
 import { readWalCommits, WAL_HEADER_SIZE } from "./wal.ts";
 
 /** A SQL value as the actor interface carries it (`storage.value`). */
@@ -40,8 +41,7 @@ export const MAX_RESULT_ROWS = 100_000;
 /** Prepared statements kept per open database, least recently used dropped first. */
 export const STATEMENT_CACHE_SIZE = 32;
 
-/** The table WasmKeep keeps its own per-actor facts in; actors must not use it. */
-export const META_TABLE = "_wasmkeep_meta";
+export { META_TABLE };
 
 /** What the transactions since the last capture changed, each page once. */
 export interface CommittedPages {
@@ -85,17 +85,20 @@ interface Prepared {
  * that was):
  * - `read`: SELECT or VALUES, which SQLite runs read-only (its common table
  *   expressions can only be SELECTs).
- * - `update-delete`: UPDATE or DELETE; with RETURNING it returns one row per
- *   row it changed, and it sets no rowid (a trigger's insert is undone for
- *   last_insert_rowid() when the trigger ends).
+ * - `update-delete`: UPDATE or DELETE. With RETURNING, its rows do not tell
+ *   what it changed (an INSTEAD OF trigger on a view returns rows and
+ *   changes none), so the counters are read.
  * - `insert`: INSERT, REPLACE, or WITH before one of these three; with
  *   RETURNING, whether it set a new rowid is not known from its rows.
- * - `other`: anything else (CREATE, BEGIN, PRAGMA, ...), which changes no rows.
+ * - `other`: anything else (CREATE, BEGIN, PRAGMA, ...), which changes no
+ *   rows, and after which the schema may have changed.
+ * - `vacuum`: a plain VACUUM, an `other` that needs the one attached
+ *   database SQLite rebuilds the file in.
  */
-type StatementKind = "read" | "update-delete" | "insert" | "other";
+type StatementKind = "read" | "update-delete" | "insert" | "other" | "vacuum";
 
-function statementKind(sql: string): StatementKind {
-  switch (firstKeyword(sql)) {
+function statementKind(keyword: string): StatementKind {
+  switch (keyword) {
     case "SELECT":
     case "VALUES":
       return "read";
@@ -111,12 +114,15 @@ function statementKind(sql: string): StatementKind {
   }
 }
 
-/** The statement's first word, upper-cased, after spaces and comments. */
+/**
+ * The statement's first word, upper-cased, after what SQLite skips before
+ * it: spaces, comments, empty statements (`;`) and a byte order mark.
+ */
 function firstKeyword(sql: string): string {
   let at = 0;
   while (at < sql.length) {
     const code = sql.charCodeAt(at);
-    if (code === 32 || (code >= 9 && code <= 13)) {
+    if (code === 32 || (code >= 9 && code <= 13) || code === 59 || code === 0xfeff) {
       at++;
     } else if (sql.startsWith("--", at)) {
       const end = sql.indexOf("\n", at);
@@ -133,9 +139,32 @@ function firstKeyword(sql: string): string {
   return /^[A-Za-z]+/.exec(sql.slice(at, at + 16))?.[0].toUpperCase() ?? "";
 }
 
+/**
+ * Whether a statement that starts with VACUUM is a plain one (of the main
+ * database, into itself): nothing after the keyword but comments, `main`
+ * and a semicolon. Anything else, `VACUUM INTO 'file'` first, is not.
+ */
+function isPlainVacuum(sql: string): boolean {
+  const bare = sql.replace(/--[^\n]*(\n|$)|\/\*[\s\S]*?(\*\/|$)/g, " ");
+  return /^[\s;\uFEFF]*VACUUM(\s+(main|"main"|\[main\]|`main`))?[\s;]*$/i.test(bare);
+}
+
 // Deno's node:sqlite has setReturnArrays (rows as arrays, cheaper than
 // objects) but its type declarations do not list it yet.
 type ArrayStatement = StatementSync & { setReturnArrays(enabled: boolean): void };
+
+// The same for these three, which Deno's node:sqlite has as Node's does.
+type GuardedDatabase = DatabaseSync & {
+  enableDefensive(active: boolean): void;
+  limits: { attach: number };
+  setAuthorizer(
+    callback: (action: number, first: string | null, second: string | null) => number,
+  ): void;
+};
+
+/** The authorizer's answers (`sqlite3.h`). */
+const AUTHORIZER_OK = 0;
+const AUTHORIZER_DENY = 1;
 
 function prepareForActor(db: DatabaseSync, sql: string): StatementSync {
   const statement = db.prepare(sql) as ArrayStatement;
@@ -155,6 +184,14 @@ function toSqlValue(value: unknown): SqlValue {
 
 function toInput(value: SqlValue): SQLInputValue {
   return value.tag === "null" ? null : value.val;
+}
+
+/** SQLite's SQLITE_AUTH, as node:sqlite reports an error code. */
+const SQLITE_AUTH = 23;
+
+/** The error of a statement actor_sql_policy.ts refuses, as SQLite's would be with the reason. */
+function notAuthorized(reason: string): Error {
+  return Object.assign(new Error(`not authorized: ${reason}`), { errcode: SQLITE_AUTH });
 }
 
 /** Turns a thrown SQLite error into the interface's error record. */
@@ -178,6 +215,7 @@ const PRIMARY_CODES: Record<number, string> = {
   19: "SQLITE_CONSTRAINT",
   20: "SQLITE_MISMATCH",
   21: "SQLITE_MISUSE",
+  23: "SQLITE_AUTH",
   25: "SQLITE_RANGE",
 };
 
@@ -212,6 +250,15 @@ export class ActorDatabase {
   /** last_insert_rowid() as the last statement left it, while known. */
   #lastRowid: bigint | undefined;
   readonly #counters: StatementSync;
+  readonly #schemaVersion: StatementSync;
+  /** PRAGMA schema_version when the cached statements were prepared. */
+  #schema: bigint;
+  /** Whether an actor's statement is being prepared or run: the authorizer checks only those. */
+  #asActor = false;
+  /** Why the authorizer refused the actor's statement being prepared. */
+  #refusal: string | undefined;
+  /** Whether a plain VACUUM runs: the statements SQLite runs for it (an ATTACH) are its own. */
+  #vacuuming = false;
   /**
    * Our own descriptor of the database file, for snapshots (replicated
    * only). It stays open as long as SQLite's: closing any descriptor of a
@@ -255,6 +302,54 @@ export class ActorDatabase {
       this.#db,
       "SELECT total_changes(), changes(), last_insert_rowid()",
     );
+    this.#schemaVersion = prepareForActor(this.#db, "PRAGMA schema_version");
+    this.#schema = this.#readSchemaVersion();
+    // What an actor's SQL may do (actor_sql_policy.ts). The attach limit
+    // also stops VACUUM, which attaches a database of its own and which
+    // SQLite does not put to the authorizer.
+    const guarded = this.#db as GuardedDatabase;
+    guarded.enableDefensive(true);
+    guarded.limits.attach = 0;
+    guarded.setAuthorizer((action, first, second) => {
+      if (!this.#asActor || this.#vacuuming) return AUTHORIZER_OK;
+      const refusal = actorSqlRefusal(action, first, second);
+      if (refusal === undefined) return AUTHORIZER_OK;
+      this.#refusal ??= refusal;
+      return AUTHORIZER_DENY;
+    });
+  }
+
+  /**
+   * Runs `body` with room for the one database a plain VACUUM attaches to
+   * rebuild the file in; no other statement gets any.
+   */
+  #withVacuumAttach<T>(body: () => T): T {
+    const limits = (this.#db as GuardedDatabase).limits;
+    limits.attach = 1;
+    this.#vacuuming = true;
+    try {
+      return body();
+    } finally {
+      this.#vacuuming = false;
+      limits.attach = 0;
+    }
+  }
+
+  #readSchemaVersion(): bigint {
+    return (this.#schemaVersion.get() as unknown as [bigint])[0];
+  }
+
+  /**
+   * Forgets the prepared statements when the schema changed: their column
+   * names are those of the old schema, and Deno's node:sqlite keeps a
+   * statement's old column count when SQLite prepares it again (rows of
+   * `SELECT *` would miss an added column).
+   */
+  #afterSchemaChange(): void {
+    const version = this.#readSchemaVersion();
+    if (version === this.#schema) return;
+    this.#schema = version;
+    this.#statements.clear();
   }
 
   #prepare(sql: string): Prepared {
@@ -262,11 +357,18 @@ export class ActorDatabase {
     if (prepared) {
       this.#statements.delete(sql);
     } else {
-      const statement = prepareForActor(this.#db, sql);
+      const keyword = firstKeyword(sql);
+      const vacuum = keyword === "VACUUM";
+      if (vacuum && !isPlainVacuum(sql)) {
+        throw notAuthorized("only a plain VACUUM is available to actors, not VACUUM INTO");
+      }
+      const statement = vacuum
+        ? this.#withVacuumAttach(() => prepareForActor(this.#db, sql))
+        : prepareForActor(this.#db, sql);
       prepared = {
         statement,
         columns: statement.columns().map((column) => column.name),
-        kind: statementKind(sql),
+        kind: vacuum ? "vacuum" : statementKind(keyword),
       };
       if (this.#statements.size === STATEMENT_CACHE_SIZE) {
         this.#statements.delete(this.#statements.keys().next().value!);
@@ -280,15 +382,34 @@ export class ActorDatabase {
     return this.#counters.get() as unknown as [bigint, bigint, bigint];
   }
 
-  /** Runs one statement. Throws what SQLite throws. */
+  /**
+   * Runs one of the actor's statements, within what actor_sql_policy.ts
+   * allows. Throws what SQLite throws; a statement the policy refuses
+   * throws SQLITE_AUTH with the reason.
+   */
   exec(sql: string, params: SqlValue[]): ExecResult {
+    this.#asActor = true;
+    this.#refusal = undefined;
+    try {
+      return this.#exec(sql, params);
+    } catch (error) {
+      throw this.#refusal === undefined ? error : notAuthorized(this.#refusal);
+    } finally {
+      this.#asActor = false;
+    }
+  }
+
+  #exec(sql: string, params: SqlValue[]): ExecResult {
     const { statement, columns, kind } = this.#prepare(sql);
     const inputs = params.map(toInput);
     if (columns.length === 0) {
       this.#totalChanges = undefined;
       this.#lastRowid = undefined;
-      const { changes, lastInsertRowid } = statement.run(...inputs);
+      const { changes, lastInsertRowid } = kind === "vacuum"
+        ? this.#withVacuumAttach(() => statement.run(...inputs))
+        : statement.run(...inputs);
       this.#lastRowid = BigInt(lastInsertRowid);
+      if (kind === "other" || kind === "vacuum") this.#afterSchemaChange();
       return {
         columns,
         rows: [],
@@ -296,7 +417,7 @@ export class ActorDatabase {
         lastInsertRowid: this.#lastRowid,
       };
     }
-    if (kind === "read" || kind === "update-delete") {
+    if (kind === "read") {
       let lastInsertRowid = this.#lastRowid;
       if (lastInsertRowid === undefined) {
         const [total, , rowid] = this.#counts();
@@ -306,15 +427,9 @@ export class ActorDatabase {
       // Read afresh after a failure rather than trusted (SQLite does not
       // document it after a failed statement); kept once this one ends well.
       this.#lastRowid = undefined;
-      if (kind === "update-delete") this.#totalChanges = undefined;
       const rows = this.#rows(statement, inputs);
       this.#lastRowid = lastInsertRowid;
-      return {
-        columns,
-        rows,
-        changes: kind === "update-delete" ? BigInt(rows.length) : 0n,
-        lastInsertRowid,
-      };
+      return { columns, rows, changes: 0n, lastInsertRowid };
     }
     // changes() still counts the last statement that changed rows, so a
     // statement that changed none is told apart by total_changes() not moving.
@@ -325,10 +440,11 @@ export class ActorDatabase {
     const [totalAfter, changes, rowid] = this.#counts();
     this.#totalChanges = totalAfter;
     this.#lastRowid = rowid;
+    if (kind === "other") this.#afterSchemaChange();
     return {
       columns,
       rows,
-      changes: totalAfter === totalBefore ? 0n : changes,
+      changes: kind === "other" || totalAfter === totalBefore ? 0n : changes,
       lastInsertRowid: rowid,
     };
   }
@@ -358,6 +474,8 @@ export class ActorDatabase {
     this.#lastRowid = undefined;
     if (!this.#db.isTransaction) return false;
     this.#db.exec("ROLLBACK");
+    // What the transaction created or altered is gone again.
+    this.#afterSchemaChange();
     return true;
   }
 

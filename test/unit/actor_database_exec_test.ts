@@ -16,6 +16,9 @@ const SCHEMA = [
   "CREATE TABLE log (id INTEGER PRIMARY KEY, what TEXT)",
   // A trigger's insert moves last_insert_rowid() only while the trigger runs.
   "CREATE TRIGGER t_updated AFTER UPDATE ON t BEGIN INSERT INTO log (what) VALUES ('u'); END",
+  // An UPDATE ... RETURNING on it returns rows and changes none.
+  "CREATE VIEW v AS SELECT id, x FROM t",
+  "CREATE TRIGGER v_update INSTEAD OF UPDATE ON v BEGIN UPDATE t SET x = new.x WHERE id = old.id; END",
 ];
 
 const STEPS: (string | "host-rollback" | "host-set-meta")[] = [
@@ -64,6 +67,11 @@ const STEPS: (string | "host-rollback" | "host-set-meta")[] = [
   "PRAGMA user_version = 7",
   "UPDATE t SET x = x WHERE id < 0",
   "REPLACE INTO t (id, x) VALUES (2, 'replaced')",
+  "UPDATE v SET x = x RETURNING id",
+  // SQLite skips empty statements and a byte order mark before the first word.
+  "; INSERT INTO log (what) VALUES ('after an empty statement')",
+  ";UPDATE log SET what = what",
+  "\uFEFFINSERT INTO log (what) VALUES ('after a byte order mark')",
   "/* INSERT */ SELECT count(*) FROM t",
 ];
 
@@ -128,7 +136,7 @@ Deno.test("ActorDatabase.exec: changes and last_insert_rowid agree with SQLite's
   }
 });
 
-Deno.test("ActorDatabase.exec: an UPDATE or DELETE with RETURNING counts the rows it returned as changed", () => {
+Deno.test("ActorDatabase.exec: an UPDATE or DELETE with RETURNING reports the rows it changed", () => {
   const dir = Deno.makeTempDirSync();
   const db = new ActorDatabase(`${dir}/actor.db`, { mode: "local" });
   try {
@@ -146,6 +154,44 @@ Deno.test("ActorDatabase.exec: an UPDATE or DELETE with RETURNING counts the row
     assert.equal(read.changes, 0n);
     assert.equal(read.lastInsertRowid, 3n);
     assert.equal(db.exec("DELETE FROM t RETURNING x", []).changes, 3n);
+  } finally {
+    db.close();
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+
+Deno.test("ActorDatabase.exec: a statement prepared before the schema changed gives the new schema's columns", () => {
+  const dir = Deno.makeTempDirSync();
+  const db = new ActorDatabase(`${dir}/actor.db`, { mode: "local" });
+  const text = (val: string): SqlValue => ({ tag: "text", val });
+  try {
+    db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, x TEXT)", []);
+    db.exec("INSERT INTO t (x) VALUES ('a')", []);
+    assert.deepEqual(db.exec("SELECT * FROM t", []).columns, ["id", "x"]);
+
+    db.exec("ALTER TABLE t ADD COLUMN y TEXT DEFAULT 'new'", []);
+    const added = db.exec("SELECT * FROM t", []);
+    assert.deepEqual(added.columns, ["id", "x", "y"]);
+    assert.deepEqual(added.rows, [[{ tag: "integer", val: 1n }, text("a"), text("new")]]);
+
+    // Undone by the actor's ROLLBACK, then by the host's.
+    db.exec("BEGIN", []);
+    db.exec("ALTER TABLE t ADD COLUMN z TEXT DEFAULT 'gone'", []);
+    assert.deepEqual(db.exec("SELECT * FROM t", []).columns, ["id", "x", "y", "z"]);
+    db.exec("ROLLBACK", []);
+    assert.deepEqual(db.exec("SELECT * FROM t", []).columns, ["id", "x", "y"]);
+    db.exec("BEGIN", []);
+    db.exec("ALTER TABLE t ADD COLUMN z TEXT DEFAULT 'gone'", []);
+    assert.deepEqual(db.exec("SELECT * FROM t", []).columns, ["id", "x", "y", "z"]);
+    db.rollback();
+    assert.deepEqual(db.exec("SELECT * FROM t", []).rows[0].length, 3);
+
+    db.exec("DROP TABLE t", []);
+    db.exec("CREATE TABLE t (z TEXT)", []);
+    db.exec("INSERT INTO t VALUES ('other')", []);
+    const replaced = db.exec("SELECT * FROM t", []);
+    assert.deepEqual(replaced.columns, ["z"]);
+    assert.deepEqual(replaced.rows, [[text("other")]]);
   } finally {
     db.close();
     Deno.removeSync(dir, { recursive: true });
