@@ -428,7 +428,13 @@ class Executor {
     return await loaded.glue!.instantiate((name) => loaded.modules.get(name)!, jcoImports(imports));
   }
 
-  async #wake(seq: number, key: ActorKey, id: string, generation: number): Promise<ResidentActor> {
+  async #wake(
+    seq: number,
+    key: ActorKey,
+    id: string,
+    generation: number,
+    chain: string[],
+  ): Promise<ResidentActor> {
     const loaded = this.#classes.get(key.class);
     if (!loaded) throw new EventFailure(500, `no class ${key.class} in this executor`);
     const path = actorDatabasePath(this.init.dataDir, key);
@@ -440,7 +446,7 @@ class Executor {
       generation,
       seq,
       dead: false,
-      chain: [] as string[],
+      chain,
     } as ResidentActor;
     actor.store = await this.#openStore(seq, actor);
     this.#schedules.delete(id);
@@ -608,13 +614,16 @@ class Executor {
         actor = undefined;
       }
       this.#checkLease(seq);
+      const chain = waitingChain(request.headers);
       if (!actor) {
-        actor = await this.#wake(seq, key, id, generation);
-      } else if (!actor.exports) {
-        await this.#instantiateActor(actor);
+        actor = await this.#wake(seq, key, id, generation, chain);
+      } else {
+        // Before an on-init that runs again (after a delete-self or a failed
+        // one): its waits and calls are this event's.
+        actor.seq = seq;
+        actor.chain = chain;
+        if (!actor.exports) await this.#instantiateActor(actor);
       }
-      actor.seq = seq;
-      actor.chain = waitingChain(request.headers);
       const db = () => this.#databases.peek(actor!.path);
       const path = actor.path;
       const before = actor.store.beforeEvent(() => this.#db(path));

@@ -372,8 +372,22 @@ export class ExecutorPool {
           error: `the call failed: ${(error as Error)?.message ?? error}`,
         })).then((answer) => {
           // A replaced executor's calls died with it.
-          if (this.#executors[executor.index] === executor) {
+          if (this.#executors[executor.index] !== executor) return;
+          try {
             this.#write(executor, { type: "call-answer", id, answer });
+          } catch (error) {
+            // Only a message over the frame limit throws: the callee's
+            // answer (which fitted its own frame) and the call's own fields.
+            this.#write(executor, {
+              type: "call-answer",
+              id,
+              answer: {
+                ok: false,
+                error: `the answer does not fit a message to the caller: ${
+                  (error as Error).message
+                }`,
+              },
+            });
           }
         });
         return;

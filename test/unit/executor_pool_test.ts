@@ -4,6 +4,7 @@ import { loadComponent } from "../../src/actors/component.ts";
 import { ROOT } from "../helpers/node_process.ts";
 import { createLogger } from "../../src/log.ts";
 import { systemClock } from "../../src/time/clock.ts";
+import { MAX_FRAME_BYTES } from "../../src/actors/frames.ts";
 
 Deno.test("an executor that crashes at start is started again after a growing back-off", async () => {
   const dataDir = await Deno.makeTempDir();
@@ -244,6 +245,31 @@ Deno.test("an executor started through the CLI's hidden command (as a compiled b
       outcome.kind === "response" && new TextDecoder().decode(outcome.response.body),
       "default/testbed/cli",
     );
+  } finally {
+    await pool.close();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
+
+Deno.test("a call's answer too large for a message to the caller fails the call, not the node", async () => {
+  const dataDir = await Deno.makeTempDir();
+  // Fits a "done" frame of the callee's executor, not the "call-answer" to the caller's.
+  const body = new Uint8Array(MAX_FRAME_BYTES - 64);
+  const pool = await testbedPool(dataDir, [], {
+    replicate: false,
+    onCall: () => Promise.resolve({ ok: true, response: { status: 200, headers: [], body } }),
+  });
+  try {
+    const outcome = await pool.run(0, testbed("caller"), 1, request("/call?testbed/callee"));
+    assert.equal(outcome.kind, "response");
+    if (outcome.kind !== "response") return;
+    assert.equal(outcome.response.status, 502);
+    assert.match(
+      new TextDecoder().decode(outcome.response.body),
+      /call failed: the answer does not fit a message to the caller/,
+    );
+    const next = await pool.run(0, testbed("caller"), 1, request("/rows"));
+    assert.equal(next.kind, "response");
   } finally {
     await pool.close();
     await Deno.remove(dataDir, { recursive: true });
