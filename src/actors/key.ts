@@ -49,8 +49,11 @@ export function actorNameProblem(name: string): string | undefined {
   if (name === "." || name === "..") return "the name must not be '.' or '..'";
   if (name.includes("..")) return "the name must not contain '..'";
   if (name.includes("/")) return "the name must not contain '/'";
+  // Unicode's control characters: C0, DEL and C1.
   // deno-lint-ignore no-control-regex
-  if (/[\u0000-\u001f\u007f]/.test(name)) return "the name must not contain control characters";
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(name)) {
+    return "the name must not contain control characters";
+  }
   return undefined;
 }
 

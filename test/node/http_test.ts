@@ -39,6 +39,7 @@ Deno.test("bad requests get their status and a one-line message", async () => {
       const [path, reason] of [
         ["/actor/counter/a%2E%2Eb", /must not contain '\.\.'/],
         ["/actor/counter/a%01b", /control characters/],
+        ["/actor/counter/a%C2%85b", /control characters/],
         ["/actor/counter/", /the name is empty/],
         [`/actor/counter/${"x".repeat(257)}`, /longer than 256 bytes/],
         ["/actor/counter/a%2Fb", /must not contain '\/'/],

@@ -13,6 +13,9 @@ Deno.test("actor names: empty, too long, dots, slashes and control characters ar
   assert.match(actorNameProblem("a/b")!, /'\/'/);
   assert.match(actorNameProblem("a\nb")!, /control characters/);
   assert.match(actorNameProblem("a\u007fb")!, /control characters/);
+  assert.match(actorNameProblem("a\u0085b")!, /control characters/);
+  assert.match(actorNameProblem("\u009f")!, /control characters/);
+  assert.equal(actorNameProblem("a\u00a0b"), undefined);
 });
 
 Deno.test("class names and file stems", () => {
