@@ -192,6 +192,11 @@ class Executor {
   /** What bounds each event under way: the epoch it came in and its lease's end. */
   readonly #eventLimits = new Map<number, { epoch: number; until: number }>();
   /**
+   * Events the node answered (504) and abandoned before they started here:
+   * they never run. Only events received and not ended are kept.
+   */
+  readonly #abandoned = new Set<number>();
+  /**
    * The lease's end as the node's last `lease` message in this epoch gave it
    * (0 before one): the lease an event of this epoch was sent under, renewed.
    */
@@ -602,6 +607,11 @@ class Executor {
     request: ActorRequest,
   ) {
     await this.#acquire();
+    if (this.#abandoned.delete(seq)) {
+      this.#eventLimits.delete(seq);
+      this.#release();
+      return;
+    }
     this.#eventStartedAt = performance.now();
     this.#startedAt.set(seq, this.#eventStartedAt);
     let actor = this.#resident.get(id);
@@ -665,6 +675,7 @@ class Executor {
     } finally {
       this.#startedAt.delete(seq);
       this.#eventLimits.delete(seq);
+      this.#abandoned.delete(seq);
       this.#release();
     }
   }
@@ -732,6 +743,7 @@ class Executor {
         return;
       }
       case "abandon": {
+        if (this.#eventLimits.has(message.seq)) this.#abandoned.add(message.seq);
         const actor = this.#resident.get(actorKeyString(message.actor));
         if (actor) {
           this.#discard(actor);

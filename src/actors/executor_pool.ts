@@ -399,6 +399,8 @@ export class ExecutorPool {
         const id = actorKeyString(message.actor);
         executor.drops.get(id)?.(message.landed);
         executor.drops.delete(id);
+        // Its next event, if any, can start now.
+        this.#arm(executor);
         return;
       }
       case "count":
@@ -436,14 +438,17 @@ export class ExecutorPool {
    */
   #arm(executor: Executor) {
     let running: PendingEvent | undefined;
-    if (executor.suspended === 0) {
+    if (executor.suspended === 0 && executor.drops.size === 0) {
       running = executor.pending.first();
     } else {
-      // Actors with an earlier event pending, by key string.
+      // Actors with an earlier event pending, by key string. An actor being
+      // dropped had none (only an idle one is), and its events wait in the
+      // executor behind the drop, which waits for its uploads without
+      // holding the executor: they have not started.
       const waiting = new Set<string>();
       for (const event of executor.pending.values()) {
         const id = actorKeyString(event.actor);
-        if (!event.suspended && !waiting.has(id)) {
+        if (!event.suspended && !waiting.has(id) && !executor.drops.has(id)) {
           running = event;
           break;
         }

@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
-import { ExecutorPool } from "../../src/actors/executor_pool.ts";
+import { ExecutorPool, type UnstartedEvent } from "../../src/actors/executor_pool.ts";
 import { loadComponent } from "../../src/actors/component.ts";
 import { ROOT } from "../helpers/node_process.ts";
 import { createLogger } from "../../src/log.ts";
 import { systemClock } from "../../src/time/clock.ts";
 import { MAX_FRAME_BYTES } from "../../src/actors/frames.ts";
+import { SLOW_PUT_FILE_VARIABLE, slowBucketExecutorCommand } from "../helpers/slow_bucket_open.ts";
 
 Deno.test("an executor that crashes at start is started again after a growing back-off", async () => {
   const dataDir = await Deno.makeTempDir();
@@ -271,6 +272,47 @@ Deno.test("a call's answer too large for a message to the caller fails the call,
     const next = await pool.run(0, testbed("caller"), 1, request("/rows"));
     assert.equal(next.kind, "response");
   } finally {
+    await pool.close();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
+
+Deno.test("an event waiting behind its actor's drop has not started: a loop meanwhile is the event that gets the 504", async () => {
+  const dataDir = await Deno.makeTempDir();
+  const slow = `${dataDir}/slow-put-ms`;
+  Deno.env.set(SLOW_PUT_FILE_VARIABLE, slow);
+  const handedBack: UnstartedEvent[] = [];
+  const pool = await testbedPool(dataDir, [], {
+    command: slowBucketExecutorCommand(dataDir),
+    onExecutorReplaced: (_, unstarted) => {
+      handedBack.push(...unstarted);
+      for (const event of unstarted) {
+        event.resolve({ kind: "failed", status: 503, message: "handed back" });
+      }
+    },
+  });
+  try {
+    const x = testbed("dropped");
+    assert.equal((await pool.run(0, x, 1, request("/insert?a"))).kind, "response");
+    await new Promise((r) => setTimeout(r, 500)); // its upload lands
+    // The next upload, and the drop that waits for it, outlast the loop's 504.
+    Deno.writeTextFileSync(slow, String(EVENT_TIMEOUT_MS + 6000));
+    assert.equal((await pool.run(0, x, 1, request("/insert?b"))).kind, "response");
+    const dropped = pool.drop(x, 1);
+    const behindDrop = pool.run(0, x, 2, request("/rows"));
+    await new Promise((r) => setTimeout(r, 200));
+    // The drop holds no executor: this runs at once, and loops.
+    const loop = await pool.run(0, testbed("looper"), 1, request("/loop"));
+
+    assert.equal(loop.kind === "failed" && loop.status, 504);
+    const waited = await behindDrop;
+    assert.deepEqual(waited, { kind: "failed", status: 503, message: "handed back" });
+    assert.deepEqual(handedBack.map((event) => `${event.actor.name} ${event.request.path}`), [
+      "dropped /rows",
+    ]);
+    assert.equal(await dropped, false, "the replaced executor's drop did not land");
+  } finally {
+    Deno.writeTextFileSync(slow, "0");
     await pool.close();
     await Deno.remove(dataDir, { recursive: true });
   }

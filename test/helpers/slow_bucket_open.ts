@@ -1,0 +1,65 @@
+/**
+ * Stands in for `src/bucket/open.ts` in an executor process started with
+ * {@linkcode slowBucketExecutorCommand}: a file bucket whose writes first
+ * wait the milliseconds written in the file named by
+ * `WASMKEEP_TEST_SLOW_PUT_FILE` (none while it is missing or empty), so a
+ * test can hold an actor's uploads, and with them its drop, for as long as
+ * it needs.
+ *
+ * @module
+ */
+
+import type { Bucket } from "../../src/bucket/bucket.ts";
+import { FileBucket } from "../../src/bucket/file.ts";
+import type { OpenBucketOptions } from "../../src/bucket/open.ts";
+
+/** The variable naming the file that holds the delay of each write, in ms. */
+export const SLOW_PUT_FILE_VARIABLE = "WASMKEEP_TEST_SLOW_PUT_FILE";
+
+/** A `file://` bucket whose writes wait the delay the file says. */
+export function openBucket(url: string, options: OpenBucketOptions = {}): Bucket {
+  const bucket = new FileBucket(url.slice("file://".length), options);
+  const put = bucket.put.bind(bucket);
+  bucket.put = async (key, body, putOptions) => {
+    const delayMs = Number(readDelay() || 0);
+    if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
+    return await put(key, body, putOptions);
+  };
+  return bucket;
+}
+
+function readDelay(): string {
+  try {
+    return Deno.readTextFileSync(Deno.env.get(SLOW_PUT_FILE_VARIABLE)!);
+  } catch {
+    return "";
+  }
+}
+
+/**
+ * The pool's `command` for executors that open their bucket with this
+ * module: an import map sends `src/bucket/open.ts` here. Writes the map into
+ * `dir`.
+ */
+export function slowBucketExecutorCommand(
+  dir: string,
+): (socketPath: string) => { program: string; args: string[] } {
+  const config = JSON.parse(
+    Deno.readTextFileSync(new URL("../../deno.json", import.meta.url)),
+  ) as { imports: Record<string, string> };
+  const map = `${dir}/import_map.json`;
+  Deno.writeTextFileSync(
+    map,
+    JSON.stringify({
+      imports: {
+        ...config.imports,
+        [new URL("../../src/bucket/open.ts", import.meta.url).href]: import.meta.url,
+      },
+    }),
+  );
+  const module = new URL("../../src/actors/executor_main.ts", import.meta.url).href;
+  return (socketPath) => ({
+    program: Deno.execPath(),
+    args: ["run", "-A", "--no-prompt", `--import-map=${map}`, module, socketPath],
+  });
+}
