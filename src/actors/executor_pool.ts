@@ -249,14 +249,30 @@ export class ExecutorPool {
     const start = () => {
       if (this.#closing || this.#executors[index] !== executor) return;
       const socketPath = `${this.#socketDir}/e${index}-${++this.#spawned}.sock`;
-      const listener = Deno.listen({ transport: "unix", path: socketPath });
-      const { program, args } = (this.#options.command ?? defaultCommand)(socketPath);
-      executor.process = new Deno.Command(program, {
-        args,
-        stdin: "null",
-        stdout: "inherit",
-        stderr: "inherit",
-      }).spawn();
+      let listener: Deno.Listener | undefined;
+      try {
+        listener = Deno.listen({ transport: "unix", path: socketPath });
+        const { program, args } = (this.#options.command ?? defaultCommand)(socketPath);
+        executor.process = new Deno.Command(program, {
+          args,
+          stdin: "null",
+          stdout: "inherit",
+          stderr: "inherit",
+        }).spawn();
+      } catch (error) {
+        // No socket or no process (out of files, of memory, no program):
+        // a crash at start, so the next try waits out the back-off.
+        this.#options.log.error("executor could not be started", {
+          executor: index,
+          error: String(error),
+        });
+        if (listener) {
+          listener.close();
+          Deno.remove(socketPath).catch(() => {});
+        }
+        this.#replace(executor, "crashed");
+        return;
+      }
       this.#connect(executor, listener, socketPath);
     };
     if (delayMs > 0) this.#options.clock.setTimer(delayMs, start);

@@ -317,3 +317,28 @@ Deno.test("an event waiting behind its actor's drop has not started: a loop mean
     await Deno.remove(dataDir, { recursive: true });
   }
 });
+
+Deno.test("an executor that cannot be started at all is tried again after the back-off, and the node goes on", async () => {
+  const dataDir = await Deno.makeTempDir();
+  const lines: string[] = [];
+  let starts = 0;
+  const pool = await testbedPool(dataDir, lines, {
+    command: () => {
+      starts++;
+      return { program: `${dataDir}/no-such-program`, args: [] };
+    },
+  });
+  try {
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.ok(starts >= 2 && starts <= 6, `tried ${starts} times in 1.5 s`);
+    assert.ok(
+      lines.some((line) => line.includes("executor could not be started")),
+      lines.join("\n"),
+    );
+    const outcome = await pool.run(0, testbed("any"), 1, request("/rows"));
+    assert.equal(outcome.kind === "failed" && outcome.status, 503);
+  } finally {
+    await pool.close();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
