@@ -169,3 +169,36 @@ Deno.test("an executor killed from outside is replaced, and its actors answer ag
     );
   });
 });
+
+Deno.test("lists an actor hands the host are bounded: elements that share one string fail the event, not the executor", async () => {
+  await withNode(["--actor", `testbed=${TESTBED_WASM}`, "--executors", "1"], async (node) => {
+    const actor = `${node.url}/actor/testbed/hostile`;
+    const bystander = `${node.url}/actor/testbed/bystander`;
+    assert.equal((await fetch(`${bystander}/insert?before`)).status, 200);
+    for (
+      const [path, reason] of [
+        // 100 headers sharing one 1 MiB value: 100 MiB once lifted.
+        ["/aliased-headers?1024,100", "strings and bytes come to over"],
+        // 70,000 empty headers: over the element bound.
+        ["/aliased-headers?0,70000", "elements, over the 65536 allowed"],
+        // 100 statement parameters sharing one 1 MiB string.
+        ["/aliased-params?1024,100", "strings and bytes come to over"],
+      ] as const
+    ) {
+      const response = await fetch(`${actor}${path}`);
+      assert.equal(response.status, 500, path);
+      const id = (await text(response)).match(/error id ([0-9a-f]{12})/)?.[1];
+      assert.ok(id, path);
+      const line = node.logs().split("\n").find((l) => l.includes(`error_id=${id}`)) ?? "";
+      assert.ok(line.includes(reason), `${path}: ${line}`);
+    }
+    // Within the bounds the same lists go through.
+    const fine = await fetch(`${actor}/aliased-headers?1,10`);
+    assert.equal(fine.status, 200);
+    assert.equal(fine.headers.get("x-aliased")?.length, 10 * 1024 + 9 * 2);
+    await fine.body?.cancel();
+    // The executor lived: the other actor's instance is still there.
+    assert.equal(await text(await fetch(`${bystander}/rows`)), "1");
+    assert.doesNotMatch(node.logs(), /replacing its executor|executor .*exited/);
+  });
+});

@@ -134,6 +134,18 @@ type Realloc = (old: number, oldSize: number, align: number, size: number) => nu
 /** Byte arrays up to this length are copied out of the guest in JavaScript. */
 const SMALL_COPY = 64;
 
+/** Most elements of one list an actor hands the host (headers, a statement's parameters). */
+export const MAX_GUEST_LIST_ELEMENTS = 65_536;
+
+/**
+ * Most bytes of strings and byte lists in one list an actor hands the host,
+ * all its elements together. Elements may all point at the same memory, so
+ * the guest's memory does not bound what lifting them makes: 8,192 headers
+ * sharing one 1 MiB value are 8 GiB once copied. (A request or an answer
+ * travels in a frame of 64 MiB at most anyway.)
+ */
+export const MAX_GUEST_LIST_BYTES = 64 * 1024 * 1024;
+
 /**
  * The guest's memory. The views are made again only once the memory grew:
  * growing a (non-shared) memory detaches its old buffer, which then reads
@@ -269,11 +281,15 @@ class Guest {
   headers(ptr: number, len: number): [string, string][] {
     const [start, count] = checkedList(this.bytes, ptr, len, 16);
     const headers: [string, string][] = [];
+    let lifted = 0;
     for (let i = 0; i < count; i++) {
       const at = start + i * 16;
       const view = this.view;
-      const name = this.string(view.getUint32(at, true), view.getUint32(at + 4, true));
-      const value = this.string(view.getUint32(at + 8, true), view.getUint32(at + 12, true));
+      const nameLength = view.getUint32(at + 4, true);
+      const valueLength = view.getUint32(at + 12, true);
+      lifted = chargeList(lifted, nameLength + valueLength);
+      const name = this.string(view.getUint32(at, true), nameLength);
+      const value = this.string(view.getUint32(at + 8, true), valueLength);
       headers.push([name, value]);
     }
     return headers;
@@ -289,13 +305,34 @@ function checkedEnd(bytes: Uint8Array, ptr: number, len: number): number {
 
 /**
  * A guest list's pointer and length as unsigned numbers, after checking the
- * whole list lies in memory (guest i32 values arrive signed in JavaScript).
+ * whole list lies in memory (guest i32 values arrive signed in JavaScript)
+ * and holds at most {@linkcode MAX_GUEST_LIST_ELEMENTS}.
  */
 function checkedList(bytes: Uint8Array, ptr: number, len: number, size: number): [number, number] {
   const start = ptr >>> 0;
   const count = len >>> 0;
+  if (count > MAX_GUEST_LIST_ELEMENTS) {
+    throw new RangeError(
+      `a list of ${count} elements, over the ${MAX_GUEST_LIST_ELEMENTS} allowed`,
+    );
+  }
   checkedEnd(bytes, start, count * size);
   return [start, count];
+}
+
+/**
+ * What a list's elements lift to so far, `bytes` (read unsigned from the
+ * guest) more; a trap past {@linkcode MAX_GUEST_LIST_BYTES}, before
+ * anything of it is copied.
+ */
+function chargeList(lifted: number, bytes: number): number {
+  const total = lifted + bytes;
+  if (total > MAX_GUEST_LIST_BYTES) {
+    throw new RangeError(
+      `a list whose strings and bytes come to over ${MAX_GUEST_LIST_BYTES} bytes in all`,
+    );
+  }
+  return total;
 }
 
 /** Runs a host import; an `err` is written with `writeErr`, anything else is thrown (a trap). */
@@ -342,10 +379,12 @@ const JSPI = WebAssembly as unknown as {
 function readValues(guest: Guest, ptr: number, len: number): SqlValue[] {
   const [start, count] = checkedList(guest.bytes, ptr, len, 16);
   const values: SqlValue[] = [];
+  let lifted = 0;
   for (let i = 0; i < count; i++) {
     const at = start + i * 16;
     const view = guest.view;
     const tag = view.getUint8(at);
+    if (tag === 3 || tag === 4) lifted = chargeList(lifted, view.getUint32(at + 12, true));
     switch (tag) {
       case 0:
         values.push({ tag: "null" });
