@@ -42,6 +42,28 @@ export interface CallRoutes {
   ): Promise<EventOutcome | CallNotRun>;
 }
 
+/**
+ * Why the path of a call is refused, or `undefined`. It is the rest of the
+ * callee's `/actor/<class>/<name>` path, so nothing in it may step out of
+ * that (a `.` or `..` segment, plain or percent-encoded, or a backslash,
+ * which URLs read as a slash) or end it (`?` or `#`: the query is a field of
+ * its own).
+ *
+ * @example
+ * ```ts
+ * import { callPathProblem } from "./call_router.ts";
+ * callPathProblem("/items/7"); // undefined
+ * callPathProblem("/../../vault/main"); // "a '.' or '..' segment"
+ * ```
+ */
+export function callPathProblem(path: string): string | undefined {
+  if (/[?#\\]/.test(path)) return "'?', '#' or '\\'";
+  for (const segment of path.split("/")) {
+    if (/^(\.|%2e){1,2}$/i.test(segment)) return "a '.' or '..' segment";
+  }
+  return undefined;
+}
+
 /** The answer of a failed outcome, as the callee's node would answer a client. */
 function failedResponse(status: number, message: string): ActorResponse {
   return {
@@ -82,13 +104,23 @@ export function createCallHandler(
     }
     const problem = actorNameProblem(target.name);
     if (problem) return { ok: false, error: `bad actor name: ${problem}` };
+    const path = request.path.startsWith("/") ? request.path : `/${request.path}`;
+    const pathProblem = callPathProblem(path);
+    if (pathProblem) return { ok: false, error: `bad path: ${pathProblem}` };
     const callerRef = actorRef(caller);
     const refusal = callRefusal(callerRef, chain, actorRef(target));
     if (refusal) return { ok: false, error: refusal };
     const event: ActorRequest = {
       ...request,
-      path: request.path.startsWith("/") ? request.path : `/${request.path}`,
-      headers: withCallHeaders(request.headers, callerRef, chain),
+      path,
+      // Names as the callee's interface has them: lower case. A caller's
+      // own X-WasmKeep-Caller would otherwise pass the filter beside the
+      // node's and could be taken for it.
+      headers: withCallHeaders(
+        request.headers.map(([name, value]) => [name.toLowerCase(), value]),
+        callerRef,
+        chain,
+      ),
     };
     let timer;
     const timedOut = new Promise<CallNotRun>((resolve) => {
