@@ -397,6 +397,15 @@ export function verifyCall(
       `dated ${-age} ms after this node's clock, more than the ${CALL_VALIDITY_MS} ms allowed: a clock is wrong`,
     );
   }
+  if (Number(time) < options.nonces.since) {
+    // Accepted once: the process that may have accepted it before a restart
+    // took its nonces with it.
+    return bad(
+      `dated before this node's process started, ${
+        options.nonces.since - Number(time)
+      } ms earlier: it may have been accepted already`,
+    );
+  }
   if (nonce === null) return bad(`no ${CALL_NONCE_HEADER} header`);
   if (!NONCE_PATTERN.test(nonce)) return bad(`${CALL_NONCE_HEADER} is not 32 lowercase hex digits`);
   if (caller === null) return bad(`no ${CALLER_HEADER} header`);

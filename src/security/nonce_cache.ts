@@ -103,6 +103,12 @@ export class NonceCache {
   #seen = 0;
   #full = 0;
   #expired = 0;
+  /**
+   * The wall time (ms since the epoch) the cache began, on its clock. A call
+   * dated before it may have been accepted by an earlier process of the node,
+   * whose nonces are gone: the verifier refuses it.
+   */
+  readonly since: number;
 
   /** An empty cache. */
   constructor(options: NonceCacheOptions) {
@@ -112,6 +118,7 @@ export class NonceCache {
     }
     this.#clock = options.clock;
     this.#maxEntries = maxEntries;
+    this.since = options.clock.now();
   }
 
   /**

@@ -351,3 +351,22 @@ Deno.test("a signed call over real HTTP: path, query, body and actors arrive ver
   assert.deepEqual(results[0], { ok: true, caller: call.caller, chain: call.chain });
   assertBad(results[1], /replayed call/);
 });
+
+Deno.test("verifyCall: a call dated before the node's process started is refused, as a process that is gone may have accepted it", async () => {
+  const { sign, verify, clock } = setup();
+  const signed = sign();
+  assert.equal(verify(signed).ok, true);
+  // The node restarts 20 s later, well within the call's minute, with an empty cache.
+  await clock.advance(20_000);
+  const restarted = new NonceCache({ clock });
+  const replay = () =>
+    verifyCall(secretFrom(1), {
+      thisNode: "b",
+      method: CALL.method,
+      path: CALL.path,
+      body: CALL.body,
+      headers: new Headers(signed),
+    }, { clock, nonces: restarted });
+  assertBad(replay(), /dated before this node's process started, 20000 ms earlier/);
+  assert.equal(restarted.size, 0);
+});
