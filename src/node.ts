@@ -614,7 +614,7 @@ export class WasmKeepNode {
           onRefused: (_fingerprint, reason) =>
             this.#metrics.counter(
               "wasmkeep_cluster_refused_connections_total",
-              "Connections to the cluster listener closed: no certificate, one no live heartbeat names, trust withdrawn, or over the cap.",
+              "Connections to the cluster listener closed: no certificate, one no live heartbeat names, trust withdrawn, over the cap, or too many handshakes from one address.",
               { reason },
             ),
         });

@@ -35,6 +35,14 @@ import { type Clock, systemClock } from "../time/clock.ts";
 /** A connection whose TLS handshake has not ended this long after it was accepted is closed. */
 export const HANDSHAKE_TIMEOUT_MS = 5_000;
 /**
+ * Most connections from one address in their TLS handshake at once; past it
+ * a new one from that address is closed at once. Anyone who reaches the port
+ * can open connections that never handshake, each held for
+ * {@linkcode HANDSHAKE_TIMEOUT_MS}: without this, a few hundred a second from
+ * one machine would fill the connection cap and lock the peers out.
+ */
+export const MAX_HANDSHAKES_PER_ADDRESS = 32;
+/**
  * An idle kept-alive connection is closed after this long: longer than the
  * forwarder's own idle timeout, so that the client closes first. A close
  * from this side can cross a request the client is writing, which the
@@ -57,7 +65,8 @@ export type RefusalReason =
   | "no client certificate"
   | "untrusted certificate"
   | "no longer trusted"
-  | "over the connection cap";
+  | "over the connection cap"
+  | "too many handshakes from one address";
 
 /** The peer a request came from, as its handshake proved it. */
 export interface ClusterPeer {
@@ -83,6 +92,8 @@ export interface ClusterListenerOptions {
   handler: (request: Request, peer: ClusterPeer) => Promise<Response>;
   /** Most connections open at once, those in their handshake included. */
   maxConnections: number;
+  /** Default {@linkcode MAX_HANDSHAKES_PER_ADDRESS}. */
+  maxHandshakesPerAddress?: number;
   /** Largest request body; a larger one is answered 413 and its connection closed. */
   maxBodyBytes: number;
   log: Logger;
@@ -102,6 +113,8 @@ export interface ClusterListenerStats {
   refusedHandshakes: number;
   /** Connections closed at once because {@linkcode ClusterListenerOptions.maxConnections} were open. */
   refusedOverCap: number;
+  /** Connections closed at once because their address had as many handshakes under way as allowed. */
+  refusedHandshakesPerAddress: number;
   /** Handshakes that failed or timed out (not TLS, a bad signature, too slow). */
   failedHandshakes: number;
   /** Connections of trusted peers closed later because trust was withdrawn. */
@@ -152,6 +165,10 @@ export class ClusterListener {
   readonly #clock: Clock;
   /** Every accepted TCP connection until it closes. */
   readonly #sockets = new Set<Socket>();
+  /** Remote address -> its accepted connections whose handshake has not ended. */
+  readonly #handshakes = new Map<string, number>();
+  /** An accepted connection in its handshake -> its remote address. */
+  readonly #inHandshake = new WeakMap<object, string>();
   /** Trusted connections past their handshake, by their peer's fingerprint. */
   readonly #byPeer = new Map<string, Set<tls.TLSSocket>>();
   readonly #peerOf = new WeakMap<Socket, ClusterPeer>();
@@ -162,6 +179,7 @@ export class ClusterListener {
   #trusted = 0;
   #refusedHandshakes = 0;
   #refusedOverCap = 0;
+  #refusedHandshakesPerAddress = 0;
   #failedHandshakes = 0;
   #revoked = 0;
   #closed: Promise<void> | undefined;
@@ -314,6 +332,7 @@ export class ClusterListener {
       trusted: this.#trusted,
       refusedHandshakes: this.#refusedHandshakes,
       refusedOverCap: this.#refusedOverCap,
+      refusedHandshakesPerAddress: this.#refusedHandshakesPerAddress,
       failedHandshakes: this.#failedHandshakes,
       revoked: this.#revoked,
     };
@@ -340,22 +359,49 @@ export class ClusterListener {
   }
 
   #onConnection(socket: Socket): void {
-    if (this.#sockets.size >= this.#options.maxConnections) {
+    const address = socket.remoteAddress ?? "";
+    const handshakes = this.#handshakes.get(address) ?? 0;
+    const perAddress = this.#options.maxHandshakesPerAddress ?? MAX_HANDSHAKES_PER_ADDRESS;
+    const reason: RefusalReason | undefined = this.#sockets.size >= this.#options.maxConnections
+      ? "over the connection cap"
+      : handshakes >= perAddress
+      ? "too many handshakes from one address"
+      : undefined;
+    if (reason !== undefined) {
       this.#refusedAtAccept.add(socket);
       socket.destroy();
-      this.#refusedOverCap++;
-      this.#options.onRefused?.(undefined, "over the connection cap");
-      this.#logThrottled("(over the connection cap)", "warn", "refused a cluster connection", {
-        reason: "over the connection cap",
-        max: this.#options.maxConnections,
+      if (reason === "over the connection cap") this.#refusedOverCap++;
+      else this.#refusedHandshakesPerAddress++;
+      this.#options.onRefused?.(undefined, reason);
+      this.#logThrottled(`(${reason})`, "warn", "refused a cluster connection", {
+        reason,
+        remote: address,
+        max: reason === "over the connection cap" ? this.#options.maxConnections : perAddress,
       });
       return;
     }
     this.#sockets.add(socket);
-    socket.once("close", () => this.#sockets.delete(socket));
+    this.#handshakes.set(address, handshakes + 1);
+    this.#inHandshake.set(socket, address);
+    socket.once("close", () => {
+      this.#sockets.delete(socket);
+      this.#handshakeEnded(socket);
+    });
+  }
+
+  /** `socket` (the accepted TCP connection) is past its handshake, or closed. */
+  #handshakeEnded(socket: object): void {
+    const address = this.#inHandshake.get(socket);
+    if (address === undefined) return;
+    this.#inHandshake.delete(socket);
+    const left = (this.#handshakes.get(address) ?? 1) - 1;
+    if (left > 0) this.#handshakes.set(address, left);
+    else this.#handshakes.delete(address);
   }
 
   #onSecureConnection(socket: tls.TLSSocket): void {
+    // The TLS socket wraps the accepted one, whose handshake is over.
+    this.#handshakeEnded((socket as { _parent?: object })._parent ?? socket);
     const fingerprint = socket.getPeerCertificate()?.fingerprint256 || undefined;
     const reason: RefusalReason | undefined = fingerprint === undefined
       ? "no client certificate"

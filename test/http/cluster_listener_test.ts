@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import net from "node:net";
 import tls from "node:tls";
 import { FakeClock } from "../bucket/fake_clock.ts";
 import {
@@ -150,6 +151,7 @@ Deno.test("a trusted peer's request and its answer, over mutual TLS", async () =
         trusted: 1,
         refusedHandshakes: 0,
         refusedOverCap: 0,
+        refusedHandshakesPerAddress: 0,
         failedHandshakes: 0,
         revoked: 0,
       },
@@ -631,5 +633,48 @@ Deno.test("start() refuses bad limits and an address in use", async () => {
     );
   } finally {
     await first.close();
+  }
+});
+
+/** A TCP connection from `localAddress` that never starts a handshake. */
+function silentConnection(port: number, localAddress: string): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host: "127.0.0.1", port, localAddress }, () => resolve(socket));
+    socket.once("error", reject);
+  });
+}
+
+Deno.test("connections that never handshake take at most their address's share: peers elsewhere are served, and a finished handshake frees its place", async () => {
+  const t = await setup({ maxConnections: 16, maxHandshakesPerAddress: 4 });
+  const silent: net.Socket[] = [];
+  try {
+    for (let i = 0; i < 4; i++) silent.push(await silentConnection(t.port, "127.0.0.2"));
+    await waitFor(() => t.listener.stats().open === 4, "the silent connections");
+    const fifth = await silentConnection(t.port, "127.0.0.2");
+    silent.push(fifth);
+    await waitFor(
+      () => t.listener.stats().refusedHandshakesPerAddress === 1,
+      "the fifth refused at once",
+    );
+    assert.deepEqual(t.refused, [[undefined, "too many handshakes from one address"]]);
+
+    // Another address: five trusted connections, one more than the share,
+    // since each handshake that ended gave its place back.
+    const peers = [];
+    for (let i = 0; i < 5; i++) peers.push(await t.connectAs(i % 2 ? BOB : ALICE));
+    for (const [i, conn] of peers.entries()) {
+      assert.equal((await exchange(conn, "GET", `/${i}`)).status, 200);
+    }
+    assert.equal(t.listener.stats().trusted, 5);
+
+    // The silent ones gone, their address may connect again.
+    for (const socket of silent) socket.destroy();
+    await waitFor(() => t.listener.stats().open === 5, "the silent connections to close");
+    silent.push(await silentConnection(t.port, "127.0.0.2"));
+    await waitFor(() => t.listener.stats().open === 6, "a new connection from that address");
+    assert.equal(t.listener.stats().refusedHandshakesPerAddress, 1);
+  } finally {
+    for (const socket of silent) socket.destroy();
+    await t.cleanup();
   }
 });
