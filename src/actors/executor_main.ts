@@ -191,6 +191,8 @@ class Executor {
   #epoch = 0;
   /** What bounds each event under way: the epoch it came in and its lease's end. */
   readonly #eventLimits = new Map<number, { epoch: number; until: number }>();
+  /** The resident actors by their database's path (the pool closes databases by path). */
+  readonly #residentByPath = new Map<string, ResidentActor>();
   /**
    * Events the node answered (504) and abandoned before they started here:
    * they never run. Only events received and not ended are kept.
@@ -216,6 +218,7 @@ class Executor {
       init.maxOpenDatabases,
       () => performance.now(),
       init.replicate ? "replicated" : "local",
+      (path, db) => this.#beforePoolCloses(path, db),
     );
     // The executor runs no cluster code and has no clock to share: its own
     // timer is fine here. Unref'd, so it never keeps the process alive.
@@ -457,6 +460,7 @@ class Executor {
     this.#schedules.delete(id);
     // Resident from here, so a failing on-init discards it with its store.
     this.#resident.set(id, actor);
+    this.#residentByPath.set(path, actor);
     await this.#instantiateActor(actor);
     return actor;
   }
@@ -564,7 +568,7 @@ class Executor {
    */
   #discard(actor: ResidentActor) {
     actor.dead = true;
-    if (this.#resident.get(actor.id) === actor) this.#resident.delete(actor.id);
+    this.#forgetResident(actor);
     this.#databases.peek(actor.path)?.rollback();
     this.#databases.close(actor.path);
     actor.store?.abandon();
@@ -700,9 +704,37 @@ class Executor {
     throw new EventFailure(503, "the node's lease ran out before the event could run; retry");
   }
 
+  #forgetResident(actor: ResidentActor) {
+    if (this.#resident.get(actor.id) === actor) this.#resident.delete(actor.id);
+    if (this.#residentByPath.get(actor.path) === actor) this.#residentByPath.delete(actor.path);
+  }
+
+  /**
+   * Before the pool closes a database to make room or because it sat idle:
+   * its actor's commits not yet captured are captured first. SQLite folds
+   * the -wal into the file when it closes, so commits of an event that is
+   * waiting (on a call, a restore, a snapshot; or an on-init's before one)
+   * would otherwise never be uploaded, and a restore would rebuild the
+   * database without them.
+   */
+  #beforePoolCloses(path: string, db: ActorDatabase): void {
+    const actor = this.#residentByPath.get(path);
+    if (!actor || actor.dead) return;
+    try {
+      actor.store.committed(db);
+    } catch (error) {
+      this.#log.error("capture before closing the database failed", {
+        actor: actor.id,
+        error: String(error),
+      });
+      // Its local file is not vouched for: the next wake restores.
+      this.#discard(actor);
+    }
+  }
+
   /** Closes a resident actor: replicated, its uploads land (bounded); then its database closes. */
   async #close(actor: ResidentActor): Promise<boolean> {
-    if (this.#resident.get(actor.id) === actor) this.#resident.delete(actor.id);
+    this.#forgetResident(actor);
     if (actor.dead) return false;
     const landed = await actor.store.close(() => this.#databases.close(actor.path));
     actor.dead = true;

@@ -27,11 +27,14 @@ export class DatabasePool {
    * @param maxOpen databases kept open at once
    * @param now the clock idle times are measured on, in milliseconds
    * @param mode how the databases are kept (ADR 0005)
+   * @param beforeClose told before the pool closes a database of its own
+   *   accord (to make room, or idle), not when asked to
    */
   constructor(
     readonly maxOpen: number,
     readonly now: () => number,
     readonly mode: DatabaseMode = "replicated",
+    readonly beforeClose: (path: string, db: ActorDatabase) => void = () => {},
   ) {}
 
   /** The open database at `path`, opening (and creating) it if needed. */
@@ -63,6 +66,7 @@ export class DatabasePool {
     for (const [path, { db }] of this.#open) {
       // A database inside a transaction belongs to an event under way.
       if (db.inTransaction) continue;
+      this.beforeClose(path, db);
       db.close();
       this.#open.delete(path);
       return;
@@ -77,6 +81,7 @@ export class DatabasePool {
     for (const [path, { db, lastUsed }] of this.#open) {
       if (lastUsed > cutoff) break;
       if (db.inTransaction) continue;
+      this.beforeClose(path, db);
       db.close();
       this.#open.delete(path);
       closed++;

@@ -13,6 +13,7 @@ import { FileBucket } from "../../src/bucket/file.ts";
 import { type Bucket, listAll } from "../../src/bucket/bucket.ts";
 import { actorWalPrefix as walPrefixOf } from "../../src/bucket/keys.ts";
 import { deletedKey } from "../../src/replication/history.ts";
+import { shardOf } from "../../src/actors/executor_pool.ts";
 
 const TESTBED = ["--actor", `testbed=${TESTBED_WASM}`];
 
@@ -375,6 +376,43 @@ Deno.test("exec-durable inside a transaction takes only the COMMIT", async () =>
       await a.stop();
     }
   } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/** A testbed actor name that hashes to executor `shard` of two. */
+function nameOnShard(shard: number, prefix: string): string {
+  for (let i = 0;; i++) {
+    if (shardOf(`default/testbed/${prefix}${i}`, 2) === shard) return `${prefix}${i}`;
+  }
+}
+
+Deno.test("commits made before an event waits are uploaded even if its database is closed while it waits", async () => {
+  const dir = await scratchDir("wk-repl-wait-");
+  const bucketUrl = `file://${dir}/bucket`;
+  // A database unused for 1 s is closed; the callee loops until its 3 s limit.
+  const options = {
+    extra: ["--executors", "2", "--db-idle-secs", "1", "--event-timeout-secs", "3"],
+  };
+  const caller = nameOnShard(0, "caller");
+  const callee = nameOnShard(1, "callee");
+  const a = await startClusterNode("a", dir, bucketUrl, TESTBED, options);
+  try {
+    // The caller's wake runs its on-init, which commits its tables; then its
+    // event waits on the call, longer than its database stays open unused.
+    // (It ends with its own limit's 504, as its callee loops.)
+    const call = encodeURIComponent(`testbed/${callee}/loop`);
+    assert.equal((await get(a, `/actor/testbed/${caller}/call?${call}`))[0], 504);
+    assert.deepEqual(await get(a, `/actor/testbed/${caller}/insert?hello`), [200, "1"]);
+  } finally {
+    await a.stop();
+  }
+  const b = await startClusterNode("b", dir, bucketUrl, TESTBED, options);
+  try {
+    assert.deepEqual(await getOnceFree(b, `/actor/testbed/${caller}/rows`), [200, "1"]);
+    assert.deepEqual(await get(b, `/actor/testbed/${caller}/inits`), [200, "1"]);
+  } finally {
+    await b.stop();
     await Deno.remove(dir, { recursive: true });
   }
 });
