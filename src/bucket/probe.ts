@@ -129,6 +129,7 @@ async function probeOnce(bucket: Bucket, key: string, signal?: AbortSignal): Pro
     }
     return { ok: true };
   } catch (e) {
+    if (e instanceof PreconditionFailed && e.maybeOwnWrite) throw inconclusive(e);
     if (e instanceof BucketRequestError || e instanceof PreconditionFailed) {
       return {
         ok: false,
@@ -145,7 +146,19 @@ async function refused(write: () => Promise<unknown>): Promise<boolean> {
     await write();
     return false;
   } catch (e) {
+    if (e instanceof PreconditionFailed && e.maybeOwnWrite) throw inconclusive(e);
     if (e instanceof PreconditionFailed) return true;
     throw e;
   }
+}
+
+/**
+ * A refusal that may have been of the probe's own write (a try answered 5xx
+ * was resent): it tells nothing of the bucket, so it is probed again.
+ */
+function inconclusive(e: PreconditionFailed): BucketUnavailable {
+  return new BucketUnavailable(
+    `a write's answer was lost and its resend refused: ${e.message}`,
+    { ambiguous: true, cause: e },
+  );
 }

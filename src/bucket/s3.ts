@@ -193,19 +193,29 @@ export class S3Bucket implements Bucket {
 
   /** Deletes an object; with `ifMatch`, only that version. */
   async delete(key: string, options: DeleteOptions = {}): Promise<void> {
-    const done = await this.#call("DELETE", key, options.signal, async (signal) => {
-      await this.#client.send(
-        new DeleteObjectCommand({
-          Bucket: this.#location.bucket,
-          Key: this.#fullKey(key),
-          IfMatch: options.ifMatch,
-        }),
-        { abortSignal: signal },
-      );
-      return true;
-    }, "ifMatch");
+    const tries = { mayHaveApplied: false };
+    const done = await this.#call(
+      "DELETE",
+      key,
+      options.signal,
+      async (signal) => {
+        await this.#client.send(
+          new DeleteObjectCommand({
+            Bucket: this.#location.bucket,
+            Key: this.#fullKey(key),
+            IfMatch: options.ifMatch,
+          }),
+          { abortSignal: signal },
+        );
+        return true;
+      },
+      "ifMatch",
+      tries,
+    );
     if (done === null && options.ifMatch !== undefined) {
-      throw new PreconditionFailed(key, "ifMatch");
+      // After a try answered 5xx, the object may be missing because that try
+      // deleted it.
+      throw new PreconditionFailed(key, "ifMatch", { maybeOwnWrite: tries.mayHaveApplied });
     }
   }
 
@@ -248,7 +258,8 @@ export class S3Bucket implements Bucket {
 
   /**
    * Runs `request` with the bounds, resending as the module says. Resolves to
-   * `null` when the store answers 404 for the key.
+   * `null` when the store answers 404 for the key; `report.mayHaveApplied`
+   * then says whether an earlier try of a write was answered 5xx.
    */
   async #call<T>(
     op: Op,
@@ -256,6 +267,7 @@ export class S3Bucket implements Bucket {
     signal: AbortSignal | undefined,
     request: (signal: AbortSignal, silence: { extend(): void }) => Promise<T>,
     condition: "ifNoneMatch" | "ifMatch" = "ifMatch",
+    report: { mayHaveApplied: boolean } = { mayHaveApplied: false },
   ): Promise<T | null> {
     const write = op === "PUT" || op === "DELETE";
     let tries = 0, conflicts = 0;
@@ -276,7 +288,10 @@ export class S3Bucket implements Bucket {
         silence?.done();
         total.done();
       });
-      if (outcome.done) return outcome.value;
+      if (outcome.done) {
+        report.mayHaveApplied = mayHaveApplied;
+        return outcome.value;
+      }
       const error = outcome.error;
       if (error instanceof PreconditionFailed || isStatus(error, 412)) {
         throw new PreconditionFailed(key, condition, {
@@ -334,7 +349,9 @@ function toBucketError(
   const transient = status === undefined || status === 408 || status === 429 ||
     (status >= 500 && status !== 501);
   const what = `${op} ${key}`;
-  if (!transient) {
+  // A write an earlier try of which was answered 5xx may have been applied,
+  // whatever the last try was answered: that must not be lost.
+  if (!transient && !(write && mayHaveApplied)) {
     const code = codeOf(error);
     return new BucketRequestError(`${what}: ${status} ${code ?? ""} ${messageOf(error)}`.trim(), {
       status,
@@ -343,7 +360,9 @@ function toBucketError(
     });
   }
   const ambiguous = write && (mayHaveApplied || (status === undefined && !notSent(error)));
-  const why = status !== undefined
+  const why = !transient
+    ? `${status} ${codeOf(error) ?? ""}, after a try answered 5xx that may have been applied`
+    : status !== undefined
     ? `${status} ${codeOf(error) ?? ""}`.trim()
     : error instanceof DeadlineExceeded
     ? error.message
