@@ -9,15 +9,19 @@
 
 import { type Bucket, MAX_KEYS_PER_PAGE } from "../bucket/bucket.ts";
 import { type ActorId, actorWalPrefix } from "../bucket/keys.ts";
+import { BucketUnavailable } from "../bucket/errors.ts";
 import { deadline } from "../bucket/timers.ts";
 import type { Logger } from "../log.ts";
 import type { Clock } from "../time/clock.ts";
 import {
   baseKey,
+  type BaseRecord,
+  decodeBase,
   type HistoryBase,
   type HistoryFile,
   type HistoryObject,
   parseHistory,
+  supersededDelete,
   walFileKey,
 } from "./history.ts";
 import { listObjects, listPage } from "./restore.ts";
@@ -280,7 +284,10 @@ export interface EraseOptions {
  * Given the marker's `generation` G and `txid` D, only what the marker makes
  * dead: the files of generations below G and those of G up to D, and the
  * bases of G and below. What a newer owner, or this one after the delete,
- * wrote since is kept. Deletes that fail are tried again after
+ * wrote since is kept; and nothing is deleted when a newer owner took the
+ * actor without the delete (its base starts below D, or at D with a
+ * database that is not empty: the marker landed after it took the actor),
+ * since that owner builds on the history. Deletes that fail are tried again after
  * {@linkcode ERASE_RETRY_PAUSE_MS}, {@linkcode ERASE_TRIES} tries each; those
  * still failing are counted.
  * Throws `BucketUnavailable` when the listing cannot be read.
@@ -303,6 +310,20 @@ export async function eraseHistory(options: EraseOptions): Promise<DeleteCounts>
     await listObjects(bucket, clock, actorWalPrefix(actor), signal),
     actor,
   );
+  if (g !== undefined && d !== undefined) {
+    const later = new Map<bigint, BaseRecord>();
+    for (const base of history.bases.values()) {
+      if (base.generation > g) {
+        later.set(base.generation, await readBase(bucket, clock, base.key, signal));
+      }
+    }
+    if (supersededDelete(later, { generation: g, txid: d, node: "", at: 0 })) {
+      log?.warn("a later owner took the actor without its delete: the history stays", {
+        txid: String(d),
+      });
+      return { deleted: 0, failed: 0 };
+    }
+  }
   const dead = g === undefined || d === undefined
     ? [...history.files, ...history.bases.values(), ...history.ignored.map((key) => ({ key }))]
     : [
@@ -328,6 +349,25 @@ export async function eraseHistory(options: EraseOptions): Promise<DeleteCounts>
     left = failed;
   }
   return { deleted, failed: left.length };
+}
+
+/** A base record; `BucketUnavailable` when it cannot be read within the bound. */
+async function readBase(
+  bucket: Bucket,
+  clock: Clock,
+  key: string,
+  signal: AbortSignal | undefined,
+): Promise<BaseRecord> {
+  const limit = deadline(clock, COLLECT_DELETE_TIMEOUT_MS, `GET ${key}`, signal);
+  try {
+    const object = await bucket.get(key, { signal: limit.signal });
+    if (!object) {
+      throw new BucketUnavailable(`GET ${key}: gone while erasing`, { ambiguous: false });
+    }
+    return decodeBase(object.body, key);
+  } finally {
+    limit.done();
+  }
 }
 
 async function deleteOnce(

@@ -281,9 +281,9 @@ export function basesToRead(history: ActorHistory): HistoryBase[] {
 
 /**
  * Whether the `deleted` marker was lost: the base of a later generation
- * starts below the delete's TXID, so that holder restored the history
- * without the delete (the marker landed late, after it took the actor) and
- * wrote on it. The delete is then lost as a plain write may be, and the
+ * starts below the delete's TXID, or at it with a database that is not
+ * empty, so that holder restored the history without the delete (the marker
+ * landed late, after it took the actor) and wrote on it. The delete is then lost as a plain write may be, and the
  * walk ignores the marker; following it would leave the later holder's
  * files, acknowledged durable writes among them, out of the chain.
  *
@@ -300,7 +300,12 @@ export function supersededDelete(
 ): boolean {
   if (!deleted) return false;
   for (const base of bases.values()) {
-    if (base.generation > deleted.generation && base.txid < deleted.txid) return true;
+    if (base.generation <= deleted.generation) continue;
+    if (base.txid < deleted.txid) return true;
+    // A holder that saw the delete starts empty at its TXID; one that took
+    // at that TXID a database that is not empty did not. Collection may have
+    // removed every lower base by then, so this one alone must tell.
+    if (base.txid === deleted.txid && base.checksum !== EMPTY_DATABASE_CHECKSUM) return true;
   }
   return false;
 }

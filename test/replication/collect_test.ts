@@ -414,3 +414,75 @@ Deno.test("eraseHistory: given the marker, keeps what was written after it; coun
     source.close();
   }
 });
+
+Deno.test("eraseHistory: nothing goes when a later owner took the actor without the delete and builds on the history", async () => {
+  const { bucket, clock, source, keys } = await world();
+  try {
+    // Generation 2 deleted the actor at 15, its marker landing late;
+    // generation 3 had taken it at 14 without the marker and wrote 15.
+    assert.equal(source.txid, 14n);
+    await putBase(bucket, 3n, source.txid, source.checksum());
+    source.insert(1, "c");
+    await putFile(bucket, 3n, source.file());
+    await putDeleted(bucket, 2n, 15n);
+    const before = await keys();
+    const erase = eraseHistory({ bucket, clock, actor: ACTOR, generation: 2n, txid: 15n });
+    await clock.runUntilSettled(erase);
+    assert.deepEqual(await erase, { deleted: 0, failed: 0 });
+    assert.deepEqual(await keys(), before);
+  } finally {
+    source.close();
+  }
+});
+
+Deno.test("collection after a lost delete leaves a history that restores: the newest base alone shows the delete was lost", async () => {
+  const clock = new FakeClock();
+  const bucket = new MemoryBucket({ clock });
+  const source = new SourceDb();
+  const dir = Deno.makeTempDirSync({ prefix: "wk-lost-delete-" });
+  try {
+    // Generation 1: a snapshot, then 70 writes (its periodic snapshots
+    // failed); it deletes the actor at 73, and the marker lands late.
+    await putBase(bucket, 1n, 0n, CHECKSUM_FLAG);
+    source.exec(SCHEMA);
+    await putFile(bucket, 1n, source.file());
+    source.insert(70);
+    await putFile(bucket, 1n, source.file());
+    // Generation 2 takes at 72 without the marker and writes 73.
+    await putBase(bucket, 2n, source.txid, source.checksum());
+    source.insert(1, "b");
+    await putFile(bucket, 2n, source.file());
+    await putDeleted(bucket, 1n, 73n);
+    // Generation 3 takes at 73, and snapshots there (71 writes since the last).
+    await putBase(bucket, 3n, source.txid, source.checksum());
+    await putFile(bucket, 3n, source.snapshot());
+    await clock.advance(10_000);
+    const restore = (name: string) =>
+      restoreActor({
+        bucket,
+        clock,
+        actor: ACTOR,
+        path: `${dir}/${name}.db`,
+        limiter: new ReadLimiter(),
+      });
+    assert.equal((await restore("before")).checksum, source.checksum());
+
+    // Retention 0: the bases of generations 1 and 2 go, generation 2's among them.
+    const counts = await collectHistory({
+      bucket,
+      clock,
+      actor: ACTOR,
+      generation: 3n,
+      snapshotTxid: 73n,
+      retentionMs: 0,
+      stillHolds: () => true,
+    });
+    assert.ok(counts.deleted >= 2, `deleted ${counts.deleted}`);
+    const after = await restore("after");
+    assert.equal(after.txid, 73n);
+    assert.equal(after.checksum, source.checksum());
+  } finally {
+    source.close();
+    Deno.removeSync(dir, { recursive: true });
+  }
+});

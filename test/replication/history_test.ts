@@ -323,8 +323,15 @@ Deno.test("planRestore: a deleted marker a later generation's base starts below 
   assert.deepEqual(walk(p), ["1:1-5", "1:6-6", "2:7-7"]);
   assert.ok(p.dropped.some((d) => d.key === deletedKey(ACTOR) && /was lost/.test(d.reason)));
   assert.equal(p.target, 7n);
-  // A later base at or above the delete restored with it: the marker stands.
-  assert.equal(supersededDelete(new Map([[2n, record(2n, 9n)]]), deleted), false);
+  // A later base at the delete with the empty database, or above it,
+  // restored with it: the marker stands.
+  assert.equal(
+    supersededDelete(new Map([[2n, record(2n, 9n, EMPTY_DATABASE_CHECKSUM)]]), deleted),
+    false,
+  );
+  assert.equal(supersededDelete(new Map([[2n, record(2n, 10n)]]), deleted), false);
+  // At the delete with a database that is not empty, it restored without it.
+  assert.equal(supersededDelete(new Map([[2n, record(2n, 9n)]]), deleted), true);
 });
 
 Deno.test("planRestore: bases that disagree with the walk are corruption", () => {
