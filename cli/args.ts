@@ -18,6 +18,8 @@ export interface FlagSpec {
   value?: string;
   /** Smallest value accepted, for integers. */
   min?: number;
+  /** Largest value accepted, for integers. */
+  max?: number;
   description: string;
   /** Shown in the help text; not applied by the parser. */
   defaultText?: string;
@@ -96,6 +98,9 @@ export function parseArgs(args: string[], specs: FlagSpec[], command: string): P
       value = Number(raw);
       if (spec.min !== undefined && value < spec.min) {
         throw new UsageError(`--${name} must be at least ${spec.min}, not ${raw}`);
+      }
+      if (spec.max !== undefined && value > spec.max) {
+        throw new UsageError(`--${name} must be at most ${spec.max}, not ${raw}`);
       }
     }
     if (spec.multiple) {

@@ -19,6 +19,24 @@ import { NODE_ID_PATTERN } from "../src/cluster/heartbeat.ts";
 import { defaultFailoverWaitMs } from "../src/cluster/failover_wait.ts";
 import { leaseTiming } from "../src/cluster/lease_timing.ts";
 
+/**
+ * Largest value of a flag in seconds that sets a timer: a day. Timers take at
+ * most 2^31 - 1 ms (24.8 days) and fire at once past it.
+ */
+const MAX_DURATION_SECS = 86_400;
+
+/** Most executor processes: each gets a share of the node's 2,048 open databases. */
+const MAX_EXECUTORS = 256;
+
+/** Flags that set how a node works with other nodes: they need --bucket. */
+const CLUSTER_ONLY_FLAGS = [
+  "advertise",
+  "cluster-plaintext",
+  "failover-wait-secs",
+  "lease-ttl-secs",
+  "history-retention-secs",
+];
+
 const SERVE_FLAGS: FlagSpec[] = [
   {
     name: "actor",
@@ -99,6 +117,7 @@ const SERVE_FLAGS: FlagSpec[] = [
   {
     name: "failover-wait-secs",
     kind: "integer",
+    max: MAX_DURATION_SECS,
     min: 0,
     value: "N",
     description:
@@ -116,6 +135,7 @@ const SERVE_FLAGS: FlagSpec[] = [
   {
     name: "lease-ttl-secs",
     kind: "integer",
+    max: MAX_DURATION_SECS,
     min: 3,
     value: "N",
     description:
@@ -125,6 +145,7 @@ const SERVE_FLAGS: FlagSpec[] = [
   {
     name: "event-timeout-secs",
     kind: "integer",
+    max: MAX_DURATION_SECS,
     min: 1,
     value: "N",
     description: "wall-clock limit of one event, answered 504",
@@ -149,6 +170,7 @@ const SERVE_FLAGS: FlagSpec[] = [
   {
     name: "idle-secs",
     kind: "integer",
+    max: MAX_DURATION_SECS,
     min: 1,
     value: "N",
     description: "an actor without events this long hibernates",
@@ -157,6 +179,7 @@ const SERVE_FLAGS: FlagSpec[] = [
   {
     name: "db-idle-secs",
     kind: "integer",
+    max: MAX_DURATION_SECS,
     min: 1,
     value: "N",
     description: "an actor's database unused this long is closed (the actor may stay in memory)",
@@ -182,6 +205,7 @@ const SERVE_FLAGS: FlagSpec[] = [
   {
     name: "executors",
     kind: "integer",
+    max: MAX_EXECUTORS,
     min: 1,
     value: "N",
     description: "executor processes that run the actors",
@@ -353,6 +377,12 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
     throw new UsageError(`--cluster-plaintext must be refuse or accept, not '${plaintext}'`);
   }
   const bucketUrl = flags.bucket as string | undefined;
+  const clusterOnly = CLUSTER_ONLY_FLAGS.find((name) => flags[name] !== undefined);
+  if (clusterOnly !== undefined && bucketUrl === undefined) {
+    throw new UsageError(
+      `--${clusterOnly} needs --bucket (the bucket the cluster's nodes share): a node on its embedded bucket talks to no other node and replicates nothing`,
+    );
+  }
   // A node on its embedded bucket talks to no other node.
   if (
     flags["node-id"] !== undefined && bucketUrl !== undefined && plaintext === "refuse" &&
@@ -413,10 +443,10 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
           leaseTiming(seconds("lease-ttl-secs", NODE_DEFAULTS.leaseTtlMs)),
         ),
       ),
-      maxConnections: (flags["max-connections"] as number | undefined) ??
-        NODE_DEFAULTS.maxConnections,
       leaseTtlMs: seconds("lease-ttl-secs", NODE_DEFAULTS.leaseTtlMs),
     },
+    maxConnections: (flags["max-connections"] as number | undefined) ??
+      NODE_DEFAULTS.maxConnections,
     maxBodyBytes: maxBody ?? NODE_DEFAULTS.maxBodyBytes,
     executors: (flags.executors as number | undefined) ?? navigator.hardwareConcurrency,
     stopGraceMs: NODE_DEFAULTS.stopGraceMs,

@@ -71,15 +71,31 @@ export function maxOpenDatabases(fileLimit: number): number {
 export const RESERVED_FILES_FOR_MAIN = 1024 + 256;
 
 /**
+ * Open files kept for other than client connections under an open-file
+ * limit: {@linkcode RESERVED_FILES_FOR_MAIN}, or half the limit when that is
+ * less, so that a small limit still leaves room for clients.
+ *
+ * @example
+ * ```ts
+ * import { reservedFilesForMain } from "./limits.ts";
+ * reservedFilesForMain(20_000); // 1280
+ * reservedFilesForMain(1024); // 512
+ * ```
+ */
+export function reservedFilesForMain(fileLimit: number): number {
+  return Math.min(RESERVED_FILES_FOR_MAIN, Math.floor(fileLimit / 2));
+}
+
+/**
  * Client connections a node serves at once: `--max-connections`, lowered to
- * what the open-file limit leaves after {@linkcode RESERVED_FILES_FOR_MAIN}
- * and the cluster listener's cap, when the node has one.
+ * what the open-file limit leaves after {@linkcode reservedFilesForMain}
+ * and the cluster listener's cap, when the node has one; at least 1.
  *
  * @example
  * ```ts
  * import { maxClientConnections } from "./limits.ts";
  * maxClientConnections(10_000, 20_000); // 10000
- * maxClientConnections(10_000, 1024); // 0
+ * maxClientConnections(10_000, 1024); // 512
  * ```
  */
 export function maxClientConnections(
@@ -88,8 +104,8 @@ export function maxClientConnections(
   clusterConnections = 0,
 ): number {
   return Math.max(
-    0,
-    Math.min(requested, fileLimit - RESERVED_FILES_FOR_MAIN - clusterConnections),
+    1,
+    Math.min(requested, fileLimit - reservedFilesForMain(fileLimit) - clusterConnections),
   );
 }
 
@@ -99,19 +115,23 @@ export const MAX_CLUSTER_CONNECTIONS = 1024;
 /**
  * The cluster listener's connection cap under an open-file limit:
  * {@linkcode MAX_CLUSTER_CONNECTIONS}, or a quarter of what the limit leaves
- * after {@linkcode RESERVED_FILES_FOR_MAIN} when that is less. Counted before
+ * after {@linkcode reservedFilesForMain} when that is less. Counted before
  * the client connections (see {@linkcode maxClientConnections}).
  *
  * @example
  * ```ts
  * import { maxClusterConnections } from "./limits.ts";
  * maxClusterConnections(20_000); // 1024
- * maxClusterConnections(2048); // 192
+ * maxClusterConnections(2048); // 256
+ * maxClusterConnections(1024); // 128
  * ```
  */
 export function maxClusterConnections(fileLimit: number): number {
   return Math.max(
     1,
-    Math.min(MAX_CLUSTER_CONNECTIONS, Math.floor((fileLimit - RESERVED_FILES_FOR_MAIN) / 4)),
+    Math.min(
+      MAX_CLUSTER_CONNECTIONS,
+      Math.floor((fileLimit - reservedFilesForMain(fileLimit)) / 4),
+    ),
   );
 }

@@ -61,6 +61,8 @@ export interface NodeOptions {
   /** An actor's database unused this long is closed; the actor may stay resident. */
   databaseIdleMs: number;
   maxBodyBytes: number;
+  /** Client requests at once (`--max-connections`), before the open-file limit lowers it; default 10,000. */
+  maxConnections?: number;
   /** Executor processes; default one per core. */
   executors: number;
   /** How long a clean stop waits for events under way. */
@@ -91,8 +93,6 @@ export interface ClusterOptions {
   listener?: { hostname: string; port: number; advertise: string };
   /** How long a GET/HEAD for a dead or stopping node's actor is kept; 0 turns it off. */
   failoverWaitMs: number;
-  /** Client connections at once, before the open-file limit lowers it. */
-  maxConnections: number;
   /** The node lease ttl; every lease timing derives from it. */
   leaseTtlMs: number;
 }
@@ -396,14 +396,15 @@ export class WasmKeepNode {
     /** The cluster side, once the node id check passed (cluster mode only). */
     const plane: { current?: ClusterPlane } = {};
     const clusterConnections = options.cluster?.listener ? maxClusterConnections(fileLimit) : 0;
+    const requestedConnections = options.maxConnections ?? NODE_DEFAULTS.maxConnections;
     const maxConnections = maxClientConnections(
-      options.cluster?.maxConnections ?? NODE_DEFAULTS.maxConnections,
+      requestedConnections,
       fileLimit,
       clusterConnections,
     );
-    if (options.cluster && maxConnections < options.cluster.maxConnections) {
+    if (maxConnections < requestedConnections) {
       log.warn("--max-connections lowered to fit the open-file limit", {
-        requested: options.cluster.maxConnections,
+        requested: requestedConnections,
         max_connections: maxConnections,
         open_file_limit: fileLimit,
       });

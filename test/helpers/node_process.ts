@@ -71,9 +71,15 @@ export async function runWasmkeep(
 export async function startNode(
   args: string[],
   env: Record<string, string> = {},
+  options: { openFileLimit?: number } = {},
 ): Promise<NodeProcess> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", MAIN, "serve", "--listen", "127.0.0.1:0", ...args],
+  const command = [Deno.execPath(), "run", "-A", MAIN, "serve", "--listen", "127.0.0.1:0", ...args];
+  // Under a lower open-file limit: the shell sets it, then becomes the node.
+  const [program, ...programArgs] = options.openFileLimit === undefined
+    ? command
+    : ["bash", "-c", `ulimit -n ${options.openFileLimit} && exec "$@"`, "bash", ...command];
+  const child = new Deno.Command(program, {
+    args: programArgs,
     env,
     stdout: "null",
     stderr: "piped",

@@ -40,6 +40,22 @@ Deno.test("usage errors exit 2 naming the flag", async () => {
         /--max-body-bytes must be at most 33554432/,
       ],
       [
+        ["serve", "--actor", `counter=${COUNTER_WASM}`, "--event-timeout-secs", "2147484"],
+        /--event-timeout-secs must be at most 86400/,
+      ],
+      [
+        ["serve", "--actor", `counter=${COUNTER_WASM}`, "--executors", "3000"],
+        /--executors must be at most 256/,
+      ],
+      [
+        ["serve", "--actor", `counter=${COUNTER_WASM}`, "--lease-ttl-secs", "5"],
+        /--lease-ttl-secs needs --bucket/,
+      ],
+      [
+        ["serve", "--actor", `counter=${COUNTER_WASM}`, "--failover-wait-secs", "5"],
+        /--failover-wait-secs needs --bucket/,
+      ],
+      [
         ["serve", "--actor", `counter=${COUNTER_WASM}`, "--node-id", "a", "--bucket", "file:///b"],
         /--node-id without --cluster-listen needs --cluster-plaintext accept/,
       ],

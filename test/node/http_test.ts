@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { COUNTER_WASM, withNode } from "../helpers/node_process.ts";
+import { COUNTER_WASM, startNode, TESTBED_WASM, withNode } from "../helpers/node_process.ts";
 
 async function oneLine(response: Response): Promise<string> {
   const body = await response.text();
@@ -77,5 +77,43 @@ Deno.test("bad requests get their status and a one-line message", async () => {
     const method = await get("/actor/counter/a", { method: "DELETE" });
     assert.equal(method.status, 405, "the actor's own status is passed through");
     await method.body?.cancel();
+  });
+});
+
+Deno.test("under an open-file limit of 1,024 a node serves actors, with fewer requests at once", async () => {
+  const dir = await Deno.makeTempDir();
+  const node = await startNode(["--actor", `testbed=${TESTBED_WASM}`, "--data-dir", dir], {}, {
+    openFileLimit: 1024,
+  });
+  try {
+    const response = await fetch(`${node.url}/actor/testbed/a/rows`);
+    assert.equal(response.status, 200, await response.text());
+    assert.match(
+      node.logs(),
+      /--max-connections lowered to fit the open-file limit.*max_connections=512/,
+    );
+  } finally {
+    await node.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("--max-connections bounds a standalone node's requests at once", async () => {
+  await withNode([
+    "--actor",
+    `testbed=${TESTBED_WASM}`,
+    "--max-connections",
+    "1",
+    "--event-timeout-secs",
+    "2",
+  ], async (node) => {
+    const loop = fetch(`${node.url}/actor/testbed/looper/loop`);
+    await new Promise((r) => setTimeout(r, 300));
+    const second = await fetch(`${node.url}/actor/testbed/other/rows`);
+    assert.equal(second.status, 503);
+    assert.match(await oneLine(second), /serves 1 requests at once \(--max-connections\)/);
+    assert.equal((await loop).status, 504);
+    await (await loop).body?.cancel();
+    assert.equal((await fetch(`${node.url}/actor/testbed/other/rows`)).status, 200);
   });
 });
