@@ -12,7 +12,6 @@ import { ExecutorPool } from "./actors/executor_pool.ts";
 import { ActorHost } from "./actors/actor_host.ts";
 import { type ActorKey, DEFAULT_TENANT } from "./actors/key.ts";
 import type { ActorRequest, ExecutorClass } from "./actors/protocol.ts";
-import type { EventOutcome } from "./actors/executor_pool.ts";
 import { createClientHandler } from "./http/client_handler.ts";
 import { maxClientConnections, maxOpenDatabases, openFileLimit } from "./limits.ts";
 import { type Bucket, openBucket, probeBucket } from "./bucket/mod.ts";
@@ -457,20 +456,7 @@ export class WasmKeepNode {
       request: ActorRequest,
       client?: { readonly signal: AbortSignal },
     ) => {
-      if (requestsUnderWay >= maxConnections) {
-        return {
-          kind: "failed" as const,
-          status: 503,
-          message: `this node serves ${maxConnections} requests at once (--max-connections); retry`,
-        };
-      }
-      requestsUnderWay++;
-      let outcome: EventOutcome;
-      try {
-        outcome = await routing.route(key, request, client);
-      } finally {
-        requestsUnderWay--;
-      }
+      const outcome = await routing.route(key, request, client);
       countEvent(key.class, outcome.kind === "response" ? outcome.response.status : outcome.status);
       return outcome;
     };
@@ -487,6 +473,18 @@ export class WasmKeepNode {
       hasClass: (name: string) => classNames.has(name),
       notReadyReason: () => started.node ? started.node.notReadyReason() : "starting",
       dispatch,
+      admit: () => {
+        if (requestsUnderWay >= maxConnections) {
+          return `this node serves ${maxConnections} requests at once (--max-connections); retry`;
+        }
+        requestsUnderWay++;
+        let released = false;
+        return () => {
+          if (released) return;
+          released = true;
+          requestsUnderWay--;
+        };
+      },
       isInternal: (name: string) => internalClasses.has(name),
     };
     const handler = createClientHandler({

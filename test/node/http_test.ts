@@ -117,3 +117,27 @@ Deno.test("--max-connections bounds a standalone node's requests at once", async
     assert.equal((await fetch(`${node.url}/actor/testbed/other/rows`)).status, 200);
   });
 });
+
+Deno.test("a request whose body is still arriving holds its place among --max-connections", async () => {
+  await withNode(["--actor", `testbed=${TESTBED_WASM}`, "--max-connections", "1"], async (node) => {
+    const { hostname, port } = new URL(node.url);
+    const slow = await Deno.connect({ hostname, port: Number(port) });
+    try {
+      // Headers and one byte of a 100-byte body; the rest never comes.
+      await slow.write(
+        new TextEncoder().encode(
+          `POST /actor/testbed/slow/insert?x HTTP/1.1\r\nhost: ${hostname}\r\ncontent-length: 100\r\n\r\nx`,
+        ),
+      );
+      await new Promise((r) => setTimeout(r, 300));
+      const other = await fetch(`${node.url}/actor/testbed/other/rows`);
+      assert.equal(other.status, 503);
+      assert.match(await oneLine(other), /serves 1 requests at once/);
+    } finally {
+      slow.close();
+    }
+    // Its place is given back once that client is gone.
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal((await fetch(`${node.url}/actor/testbed/other/rows`)).status, 200);
+  });
+});
