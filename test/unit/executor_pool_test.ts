@@ -342,3 +342,57 @@ Deno.test("an executor that cannot be started at all is tried again after the ba
     await Deno.remove(dataDir, { recursive: true });
   }
 });
+
+Deno.test("closing the pool waits for the actors' last uploads to land, up to its grace", async () => {
+  const root = await Deno.makeTempDir();
+  const bucketUrl = `file://${root}/bucket`;
+  const slow = `${root}/slow-put-ms`;
+  Deno.env.set(SLOW_PUT_FILE_VARIABLE, slow);
+  const first = await testbedPool(`${root}/a`, [], {
+    command: slowBucketExecutorCommand(root),
+    bucketUrl,
+  });
+  let second: ExecutorPool | undefined;
+  try {
+    assert.equal((await first.run(0, testbed("late"), 1, request("/insert?a"))).kind, "response");
+    // Each upload now takes 4 s, and one actor's go one after the other:
+    // past the 5 s the pool used to give, within its grace now.
+    Deno.writeTextFileSync(slow, "4000");
+    for (const value of ["b", "c", "d"]) {
+      assert.equal(
+        (await first.run(0, testbed("late"), 1, request(`/insert?${value}`))).kind,
+        "response",
+      );
+    }
+    const started = performance.now();
+    await first.close();
+    assert.ok(performance.now() - started >= 6_000, "the close waited for the uploads");
+    Deno.writeTextFileSync(slow, "0");
+    // Another node restores the actor from the bucket: every write is there.
+    second = await testbedPool(`${root}/b`, [], { bucketUrl });
+    const rows = await second.run(0, testbed("late"), 2, request("/rows"));
+    assert.equal(rows.kind, "response");
+    if (rows.kind === "response") assert.equal(new TextDecoder().decode(rows.response.body), "4");
+  } finally {
+    Deno.writeTextFileSync(slow, "0");
+    await first.close();
+    await second?.close();
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("closing the pool does not wait for an executor still running an event", async () => {
+  const dataDir = await Deno.makeTempDir();
+  const pool = await testbedPool(dataDir, [], { eventTimeoutMs: 60_000 });
+  try {
+    const loop = pool.run(0, testbed("looper"), 1, request("/loop"));
+    await new Promise((r) => setTimeout(r, 300));
+    const started = performance.now();
+    await pool.close();
+    assert.ok(performance.now() - started < 3_000, `closed in ${performance.now() - started} ms`);
+    const outcome = await loop;
+    assert.equal(outcome.kind === "failed" && outcome.status, 503);
+  } finally {
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
