@@ -1763,12 +1763,25 @@ class World {
    * the bucket is calm: the spec frees the actor, and "the next request for
    * one of them starts it on another node".
    */
-  #expectTakeover(proc: SimProcess, actorId: string, op: number): void {
+  /**
+   * Whether `heartbeat` frees `record` on every node's clock: a fence frees
+   * once it is `fenceAfterMs` old, on clocks that differ by the skew.
+   */
+  #freesEverywhere(heartbeat: Heartbeat, record: OwnerRecord): boolean {
+    return heartbeatFrees(
+      heartbeat,
+      record,
+      this.#sched.now,
+      this.#timing.fenceAfterMs + this.#timing.skewMs,
+    );
+  }
+
+    #expectTakeover(proc: SimProcess, actorId: string, op: number): void {
     if (this.#awaitingTakeover.has(actorId)) return;
     const record = this.#records.get(`owners/${actorId}`);
     if (!record || record.state !== "held") return;
     const heartbeat = this.#heartbeatIn(record.node);
-    if (!heartbeat || !heartbeatFrees(heartbeat, record)) return;
+    if (!heartbeat || !this.#freesEverywhere(heartbeat, record)) return;
     const goneAt = this.#goneAt.get(heartbeat.process);
     const now = this.#sched.now;
     // Every node lists the heartbeats once a period (in calm weather the
@@ -1836,7 +1849,7 @@ class World {
       }
       // A new process of the node wrote its heartbeat live again: the node
       // is back, and takes its actors itself.
-      if (heartbeat?.process !== wait.gone || !heartbeatFrees(heartbeat, record)) {
+      if (heartbeat?.process !== wait.gone || !this.#freesEverywhere(heartbeat, record)) {
         this.#awaitingTakeover.delete(actorId);
         continue;
       }

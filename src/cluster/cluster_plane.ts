@@ -82,24 +82,35 @@ function actorPath(actor: ActorId, request: ActorRequest): string {
 }
 
 /**
- * Whether `heartbeat` frees `record`: released or fenced as the process the
- * record names. A view a period old may still show the release or fence of
- * a process the node has since replaced, whose new process took the actor
- * back. A gone heartbeat of another process frees the record too when that
- * process was alive after the record was written (the record's process had
- * been replaced by then: one process per id at a time).
+ * Whether `heartbeat` frees `record` at `now`: released, or fenced at least
+ * `fenceAfterMs` after its date, as the process the record names. A fence
+ * keeps the date of the node's last write, and a node whose write landed may
+ * run its actors until that write's lease ends: a fence written early (by
+ * `wasmkeep cluster fence`, which any node obeys at its next write) frees
+ * them only when a peer's own fence would have. A view a period old may still
+ * show the release or fence of a process the node has since replaced, whose
+ * new process took the actor back. A gone heartbeat of another process frees
+ * the record too when that process was alive after the record was written
+ * (the record's process had been replaced by then: one process per id at a
+ * time).
  *
  * @example
  * ```ts
  * import { heartbeatFrees } from "./cluster_plane.ts";
  * heartbeatFrees(undefined, { version: 1, node: "b", process: "p", generation: 1n,
- *   state: "held", at: 0 }); // false
+ *   state: "held", at: 0 }, 0, 15_000); // false
  * ```
  */
-export function heartbeatFrees(heartbeat: Heartbeat | undefined, record: OwnerRecord): boolean {
-  return heartbeat !== undefined &&
-    (heartbeat.lease === "released" || heartbeat.lease === "fenced") &&
-    (heartbeat.process === record.process || heartbeat.at >= record.at);
+export function heartbeatFrees(
+  heartbeat: Heartbeat | undefined,
+  record: OwnerRecord,
+  now: number,
+  fenceAfterMs: number,
+): boolean {
+  if (heartbeat === undefined) return false;
+  const ended = heartbeat.lease === "released" ||
+    (heartbeat.lease === "fenced" && now - heartbeat.at >= fenceAfterMs);
+  return ended && (heartbeat.process === record.process || heartbeat.at >= record.at);
 }
 
 /** Peers skipped for having no cluster listener are logged at most this often. */
@@ -270,13 +281,22 @@ export class ClusterPlane {
     return this.lease.valid();
   }
 
+  #frees(heartbeat: Heartbeat | undefined, record: OwnerRecord): boolean {
+    return heartbeatFrees(
+      heartbeat,
+      record,
+      this.options.clock.now(),
+      this.options.timing.fenceAfterMs,
+    );
+  }
+
   /**
    * Whether an actor whose record names another node is free to take: that
    * node's heartbeat says released or fenced. A node that is merely not
    * live keeps its actors until a fence frees them.
    */
   canTakeFrom(record: OwnerRecord): boolean {
-    return heartbeatFrees(this.membership.peer(record.node)?.heartbeat, record);
+    return this.#frees(this.membership.peer(record.node)?.heartbeat, record);
   }
 
   /**
@@ -287,7 +307,7 @@ export class ClusterPlane {
    */
   async canTakeFromFresh(record: OwnerRecord): Promise<boolean> {
     if (this.canTakeFrom(record)) return true;
-    return heartbeatFrees(await this.#readHeartbeat(record.node), record);
+    return this.#frees(await this.#readHeartbeat(record.node), record);
   }
 
   /**
@@ -333,7 +353,7 @@ export class ClusterPlane {
           const heartbeat = heartbeatOf(node);
           return heartbeat !== undefined && isLive(heartbeat, this.options.clock.now(), ttlMs);
         },
-        frees: (record) => heartbeatFrees(heartbeatOf(record.node), record),
+        frees: (record) => this.#frees(heartbeatOf(record.node), record),
         addressOf: (node) => this.#addressOf(heartbeatOf(node)),
         whyNoAddress: (node) => this.#whyNoAddress(node, heartbeatOf(node)),
         isSuspected: (node) => this.#isSuspected(node, heartbeatOf(node)),
