@@ -105,6 +105,9 @@ interface Tracked {
   current: boolean;
 }
 
+/** A peer's lease dated ahead of this clock is logged at most this often. */
+export const LEASE_AHEAD_LOG_MS = 60_000;
+
 /**
  * This node's view of the cluster's heartbeats, refreshed every period, and
  * the fences it owes.
@@ -150,6 +153,8 @@ export class Membership {
   #queued: Promise<boolean> | undefined;
   /** Listings failed since the last one that completed. */
   #listFailures = 0;
+  /** Peers whose lease dated ahead was logged, and when (monotonic ms). */
+  readonly #aheadLogged = new Map<string, number>();
 
   /** Starts listing at once, then every period, until `close`. */
   constructor(options: MembershipOptions) {
@@ -406,8 +411,33 @@ export class Membership {
       this.#peers.delete(nodeId);
       this.#emit({ ...tracked.view, removed: true });
     }
+    this.#warnOfLeasesAhead();
     await this.#fenceDue();
     return allRead;
+  }
+
+  /**
+   * Logs each peer whose lease is dated ahead of this clock by more than the
+   * allowed skew, at most once a minute: it never goes stale, so no node
+   * fences it, and the actors it holds stay held until that date.
+   */
+  #warnOfLeasesAhead(): void {
+    const now = this.#clock.now();
+    const monotonic = this.#clock.monotonic();
+    for (const nodeId of this.#aheadLogged.keys()) {
+      if (!this.#peers.has(nodeId)) this.#aheadLogged.delete(nodeId);
+    }
+    for (const [nodeId, { view }] of this.#peers) {
+      const aheadMs = (view.heartbeat?.at ?? now) - now;
+      if (aheadMs <= this.#timing.skewMs) continue;
+      const last = this.#aheadLogged.get(nodeId);
+      if (last !== undefined && monotonic - last < LEASE_AHEAD_LOG_MS) continue;
+      this.#aheadLogged.set(nodeId, monotonic);
+      this.#log.warn(
+        "a node's lease is dated ahead of this clock: it never goes stale, so no node fences it and the actors it holds stay held until that date; fix the clock that is wrong",
+        { node: nodeId, ahead_ms: aheadMs, lease: view.heartbeat!.lease },
+      );
+    }
   }
 
   /** The heartbeat objects a complete listing shows, by node id. */

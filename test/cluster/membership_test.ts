@@ -645,3 +645,21 @@ Deno.test("membership: close stops the rounds", async () => {
   assert.equal(bucket.lists, lists);
   assert.equal(await membership.refresh(), false);
 });
+
+Deno.test("membership: a peer's lease dated ahead of this clock past the skew is logged, at most once a minute", async () => {
+  const clock = new FakeClock();
+  const bucket = new MemoryBucket({ clock });
+  // Its clock a minute ahead; another one within the allowed skew.
+  const ahead = new FakePeer(bucket, clock, "b", 60_000);
+  const close = new FakePeer(bucket, clock, "c", timing.skewMs);
+  ahead.start();
+  close.start();
+  const { membership, lines } = observe(bucket, clock);
+  await clock.advance(90_000);
+  const logged = linesWith(lines, "dated ahead of this clock");
+  assert.equal(logged.length, 2, logged.join("\n"));
+  assert.ok(logged.every((line) => line.includes("node=b")), logged.join("\n"));
+  ahead.stop();
+  close.stop();
+  membership.close();
+});
