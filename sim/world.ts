@@ -1776,7 +1776,7 @@ class World {
     );
   }
 
-    #expectTakeover(proc: SimProcess, actorId: string, op: number): void {
+  #expectTakeover(proc: SimProcess, actorId: string, op: number): void {
     if (this.#awaitingTakeover.has(actorId)) return;
     const record = this.#records.get(`owners/${actorId}`);
     if (!record || record.state !== "held") return;
