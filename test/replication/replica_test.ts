@@ -17,6 +17,7 @@ import { FakeClock } from "../bucket/fake_clock.ts";
 import { verifyLtxChainBytes } from "../helpers/ltx_verify.ts";
 import { RecordingLogger, SpyBucket, storedFiles } from "./commits.ts";
 import { ACTOR } from "./source_db.ts";
+import { exists } from "../helpers/exists.ts";
 
 const SCHEMA = "CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT, body BLOB)";
 const ROWS = "SELECT id, name, hex(body) FROM items ORDER BY id";
@@ -126,15 +127,6 @@ function wipe(path: string): void {
     } catch (e) {
       if (!(e instanceof Deno.errors.NotFound)) throw e;
     }
-  }
-}
-
-function exists(path: string): boolean {
-  try {
-    Deno.statSync(path);
-    return true;
-  } catch {
-    return false;
   }
 }
 

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { ActorDatabase, META_TABLE, toSqlError } from "../../src/sqlite/actor_database.ts";
+import { exists } from "../helpers/exists.ts";
 
 /** Runs `body` with a fresh actor database (local, as a standalone node keeps it) in a temporary directory. */
 function withActorDatabase(body: (db: ActorDatabase, dir: string) => void) {
@@ -29,15 +30,6 @@ function refused(db: ActorDatabase, sql: string): { code: string; message: strin
 function value(db: ActorDatabase, sql: string): unknown {
   const row = db.exec(sql, []).rows[0][0];
   return row.tag === "null" ? null : row.val;
-}
-
-function exists(path: string): boolean {
-  try {
-    Deno.statSync(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 Deno.test("actor SQL: another database cannot be attached, nor a copy written anywhere", () => {
