@@ -143,7 +143,7 @@ export async function collectHistory(options: CollectOptions): Promise<DeleteCou
   const { bucket, clock, actor, generation: g, snapshotTxid: n, signal, log } = options;
   const cutoff = clock.now() - options.retentionMs;
   const old = (o: HistoryObject) => o.lastModified < cutoff;
-  const { files, bases, found } = await collectable(
+  const { files, bases, found, superseded } = await collectable(
     bucket,
     clock,
     actor,
@@ -153,8 +153,17 @@ export async function collectHistory(options: CollectOptions): Promise<DeleteCou
     signal,
   );
   const counts = { deleted: 0, failed: 0 };
+  if (superseded) {
+    log?.warn("collection: a later owner holds the actor; nothing deleted", { txid: n });
+    return counts;
+  }
   if (!found) {
     log?.warn("collection: the snapshot is not listed; nothing deleted", { txid: n });
+    return counts;
+  }
+  // The walk stops at this owner's base, before any later generation's keys.
+  if (await laterGenerationListed(bucket, clock, actor, g, signal)) {
+    log?.warn("collection: a later owner holds the actor; nothing deleted", { txid: n });
     return counts;
   }
   for (const object of [...files, ...bases]) {
@@ -163,6 +172,27 @@ export async function collectHistory(options: CollectOptions): Promise<DeleteCou
     else counts.failed++;
   }
   return counts;
+}
+
+/**
+ * Whether a key of a generation after `g` is listed: a later owner took the
+ * actor, and may build on anything of `g`'s (a snapshot of `g`'s that landed
+ * late lies past that owner's base, so no restore uses it).
+ */
+async function laterGenerationListed(
+  bucket: Bucket,
+  clock: Clock,
+  actor: ActorId,
+  g: bigint,
+  signal: AbortSignal | undefined,
+): Promise<boolean> {
+  // Past every key of g's: "~" sorts after hex digits and "base".
+  const afterG = baseKey(actor, g).slice(0, -"base".length) + "~";
+  const page = await listPage(bucket, clock, actorWalPrefix(actor), {
+    startAfter: afterG,
+    maxKeys: 1,
+  }, signal);
+  return page.objects.length > 0;
 }
 
 // The highest TXID a key can name: the end of a generation's snapshots.
@@ -182,7 +212,9 @@ async function collectable(
   n: bigint,
   old: (o: HistoryObject) => boolean,
   signal: AbortSignal | undefined,
-): Promise<{ files: HistoryObject[]; bases: HistoryObject[]; found: boolean }> {
+): Promise<
+  { files: HistoryObject[]; bases: HistoryObject[]; found: boolean; superseded?: boolean }
+> {
   const prefix = actorWalPrefix(actor);
   const generationPrefix = (gen: bigint) => baseKey(actor, gen).slice(0, -"base".length);
   const files: HistoryObject[] = [];
@@ -212,7 +244,9 @@ async function collectable(
       const object = byKey.get(key);
       if (!object) continue; // Not a history key: never deleted.
       const gen = object.generation;
-      if (gen > g) return { files, bases, found };
+      // A later owner took the actor: it may build on any of this, and a
+      // snapshot of this owner's that came late is not on its chain.
+      if (gen > g) return { files: [], bases: [], found, superseded: true };
       let next: string | undefined;
       if (!("minTxid" in object)) {
         // A base: g's is never deleted, and nothing after it can be.

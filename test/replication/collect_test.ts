@@ -194,6 +194,9 @@ async function ruleDeletes(
     f.generation === g && f.minTxid === 1n && f.maxTxid === n
   );
   if (!snapshot) return [];
+  // A later owner took the actor: it may build on any of this.
+  const later = (o: { generation: bigint }) => o.generation > g;
+  if (history.files.some(later) || [...history.bases.values()].some(later)) return [];
   return [
     ...history.files.filter((f) =>
       f !== snapshot && f.generation <= g && f.maxTxid <= n && f.lastModified < cutoff
@@ -268,8 +271,9 @@ Deno.test("collectHistory: a pass over a long young history lists about one page
     stillHolds: () => true,
   });
   assert.deepEqual(counts, { deleted: 0, failed: 0 });
-  // The first page, then one from the snapshot on (past the younger snapshots).
-  assert.ok(bucket.pages <= 2, `${bucket.pages} pages`);
+  // The first page, then one from the snapshot on (past the younger snapshots),
+  // and one key past the generation's, to see that no later owner took it.
+  assert.ok(bucket.pages <= 3, `${bucket.pages} pages`);
   assert.ok(bucket.objects <= 2 * COLLECT_FIRST_PAGE_KEYS, `${bucket.objects} objects`);
 
   // Ten minutes later, the oldest ten minutes go, and not much else is listed.
@@ -480,6 +484,59 @@ Deno.test("collection after a lost delete leaves a history that restores: the ne
     assert.ok(counts.deleted >= 2, `deleted ${counts.deleted}`);
     const after = await restore("after");
     assert.equal(after.txid, 73n);
+    assert.equal(after.checksum, source.checksum());
+  } finally {
+    source.close();
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+
+Deno.test("collection by an owner whose late snapshot landed after a later owner took the actor deletes nothing", async () => {
+  const clock = new FakeClock();
+  const bucket = new MemoryBucket({ clock });
+  const source = new SourceDb();
+  const dir = Deno.makeTempDirSync({ prefix: "wk-late-snapshot-" });
+  try {
+    // Generation 1 wrote 1-6; generation 2 took at 6 and wrote on, with no
+    // snapshot of its own yet: its chain starts at generation 1's.
+    await putBase(bucket, 1n, 0n, CHECKSUM_FLAG);
+    source.exec(SCHEMA);
+    source.insert(3);
+    await putFile(bucket, 1n, source.file());
+    source.insert(2);
+    await putFile(bucket, 1n, source.file());
+    source.insert(1);
+    await putFile(bucket, 1n, source.file());
+    const taken = source.txid;
+    await putBase(bucket, 2n, taken, source.checksum());
+    source.insert(5);
+    await putFile(bucket, 2n, source.file());
+    await clock.advance(10_000);
+    // Generation 1, paused meanwhile, lands a snapshot of its own write 7
+    // (past generation 2's base: no restore uses it) and collects after it.
+    await bucket.put(walFileKey(ACTOR, 1n, 1n, taken + 1n), new Uint8Array([1]));
+    await clock.advance(1_000);
+    const restore = (name: string) =>
+      restoreActor({
+        bucket,
+        clock,
+        actor: ACTOR,
+        path: `${dir}/${name}.db`,
+        limiter: new ReadLimiter(),
+      });
+    assert.equal((await restore("before")).txid, source.txid);
+    const counts = await collectHistory({
+      bucket,
+      clock,
+      actor: ACTOR,
+      generation: 1n,
+      snapshotTxid: taken + 1n,
+      retentionMs: 0,
+      stillHolds: () => true,
+    });
+    assert.deepEqual(counts, { deleted: 0, failed: 0 });
+    const after = await restore("after");
+    assert.equal(after.txid, source.txid);
     assert.equal(after.checksum, source.checksum());
   } finally {
     source.close();

@@ -553,7 +553,8 @@ Deno.test({
       await clock.advance(5_000); // the listing's resends, half a second then a second
       await new Promise((resolve) => setTimeout(resolve, 50));
       assert.deepEqual(unhandled, []);
-      assert.equal(w.counts.get("wasmkeep_history_collect_failures_total"), 1);
+      // The erasure's; a collection after the first snapshot may also meet the refusal.
+      assert.ok((w.counts.get("wasmkeep_history_collect_failures_total") ?? 0) >= 1);
     } finally {
       globalThis.removeEventListener("unhandledrejection", onUnhandled);
       w.close();
