@@ -439,11 +439,29 @@ Deno.test("eraseHistory: nothing goes when a later owner took the actor without 
   }
 });
 
-Deno.test("collection after a lost delete leaves a history that restores: the newest base alone shows the delete was lost", async () => {
+/** A bucket, a source database and a scratch directory to restore the actor into. */
+function restoreWorld() {
   const clock = new FakeClock();
   const bucket = new MemoryBucket({ clock });
   const source = new SourceDb();
-  const dir = Deno.makeTempDirSync({ prefix: "wk-lost-delete-" });
+  const dir = Deno.makeTempDirSync({ prefix: "wk-collect-restore-" });
+  const restore = (name: string) =>
+    restoreActor({
+      bucket,
+      clock,
+      actor: ACTOR,
+      path: `${dir}/${name}.db`,
+      limiter: new ReadLimiter(),
+    });
+  const close = () => {
+    source.close();
+    Deno.removeSync(dir, { recursive: true });
+  };
+  return { clock, bucket, source, restore, close };
+}
+
+Deno.test("collection after a lost delete leaves a history that restores: the newest base alone shows the delete was lost", async () => {
+  const { clock, bucket, source, restore, close } = restoreWorld();
   try {
     // Generation 1: a snapshot, then 70 writes (its periodic snapshots
     // failed); it deletes the actor at 73, and the marker lands late.
@@ -461,14 +479,6 @@ Deno.test("collection after a lost delete leaves a history that restores: the ne
     await putBase(bucket, 3n, source.txid, source.checksum());
     await putFile(bucket, 3n, source.snapshot());
     await clock.advance(10_000);
-    const restore = (name: string) =>
-      restoreActor({
-        bucket,
-        clock,
-        actor: ACTOR,
-        path: `${dir}/${name}.db`,
-        limiter: new ReadLimiter(),
-      });
     assert.equal((await restore("before")).checksum, source.checksum());
 
     // Retention 0: the bases of generations 1 and 2 go, generation 2's among them.
@@ -486,16 +496,12 @@ Deno.test("collection after a lost delete leaves a history that restores: the ne
     assert.equal(after.txid, 73n);
     assert.equal(after.checksum, source.checksum());
   } finally {
-    source.close();
-    Deno.removeSync(dir, { recursive: true });
+    close();
   }
 });
 
 Deno.test("collection by an owner whose late snapshot landed after a later owner took the actor deletes nothing", async () => {
-  const clock = new FakeClock();
-  const bucket = new MemoryBucket({ clock });
-  const source = new SourceDb();
-  const dir = Deno.makeTempDirSync({ prefix: "wk-late-snapshot-" });
+  const { clock, bucket, source, restore, close } = restoreWorld();
   try {
     // Generation 1 wrote 1-6; generation 2 took at 6 and wrote on, with no
     // snapshot of its own yet: its chain starts at generation 1's.
@@ -516,14 +522,6 @@ Deno.test("collection by an owner whose late snapshot landed after a later owner
     // (past generation 2's base: no restore uses it) and collects after it.
     await bucket.put(walFileKey(ACTOR, 1n, 1n, taken + 1n), new Uint8Array([1]));
     await clock.advance(1_000);
-    const restore = (name: string) =>
-      restoreActor({
-        bucket,
-        clock,
-        actor: ACTOR,
-        path: `${dir}/${name}.db`,
-        limiter: new ReadLimiter(),
-      });
     assert.equal((await restore("before")).txid, source.txid);
     const counts = await collectHistory({
       bucket,
@@ -539,7 +537,6 @@ Deno.test("collection by an owner whose late snapshot landed after a later owner
     assert.equal(after.txid, source.txid);
     assert.equal(after.checksum, source.checksum());
   } finally {
-    source.close();
-    Deno.removeSync(dir, { recursive: true });
+    close();
   }
 });
