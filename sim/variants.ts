@@ -79,7 +79,10 @@ export const VARIANTS: Record<string, Variant> = {
       "two-holders",
       "event-while-other-holds",
     ],
-    bound: 25,
+    // Since a fence frees a node's actors only once fenceAfterMs old on the
+    // taker's clock (5ebd1cc), fewer early fences end in two holders:
+    // 13 % of seeds 1-100, the longest run without 30.
+    bound: 40,
   },
   "take-from-not-live": {
     name: "take-from-not-live",
