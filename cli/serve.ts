@@ -20,6 +20,26 @@ import { defaultFailoverWaitMs } from "../src/cluster/failover_wait.ts";
 import { leaseTiming } from "../src/cluster/lease_timing.ts";
 
 /**
+ * At most `limit` bytes of `file`: its size is not asked, since a pipe
+ * (`--config c=<(...)`) reports none and may never end.
+ */
+function readAtMost(file: string, limit: number): Uint8Array {
+  const handle = Deno.openSync(file, { read: true });
+  try {
+    const buffer = new Uint8Array(limit);
+    let filled = 0;
+    while (filled < limit) {
+      const n = handle.readSync(buffer.subarray(filled));
+      if (n === null) break;
+      filled += n;
+    }
+    return buffer.subarray(0, filled);
+  } finally {
+    handle.close();
+  }
+}
+
+/**
  * Largest value of a flag in seconds that sets a timer: a day. Timers take at
  * most 2^31 - 1 ms (24.8 days) and fire at once past it.
  */
@@ -326,12 +346,13 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
     if (!actor) throw new UsageError(`--config ${value}: no --actor gives class '${className}'`);
     let text: string;
     try {
-      if (Deno.statSync(file).size > MAX_CONFIG_FILE_BYTES) {
+      const bytes = readAtMost(file, MAX_CONFIG_FILE_BYTES + 1);
+      if (bytes.length > MAX_CONFIG_FILE_BYTES) {
         throw new UsageError(
           `--config ${value}: the file is larger than ${MAX_CONFIG_FILE_BYTES} bytes`,
         );
       }
-      text = Deno.readTextFileSync(file);
+      text = new TextDecoder().decode(bytes);
     } catch (error) {
       if (error instanceof UsageError) throw error;
       throw new UsageError(`--config ${value}: cannot read ${file}: ${(error as Error).message}`);

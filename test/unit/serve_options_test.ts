@@ -29,3 +29,16 @@ Deno.test("the failover wait defaults to the lease timing's", () => {
   );
   assert.equal(cluster("--failover-wait-secs", "0").failoverWaitMs, 0);
 });
+
+Deno.test("a --config file is read to its bound, not to its size: a device or a pipe that never ends is refused", () => {
+  assert.throws(
+    () =>
+      serveOptions([
+        "--actor",
+        "counter=examples/counter/counter.wasm",
+        "--config",
+        "counter=/dev/zero",
+      ]),
+    /--config counter=\/dev\/zero: the file is larger than 1048576 bytes/,
+  );
+});
