@@ -475,7 +475,7 @@ class RestoreRun {
       return this.#result(plan, from, "current");
     }
     try {
-      Deno.copyFileSync(this.path, this.partial);
+      this.session.uncounted(() => Deno.copyFileSync(this.path, this.partial));
     } catch (e) {
       if (!(e instanceof Deno.errors.NotFound)) throw e;
       // No local file is an empty database, which is only right at the empty checksum.
@@ -488,7 +488,9 @@ class RestoreRun {
         removeIfPresent(this.partial);
         return undefined;
       }
-      position = applyChecked(this.partial, file, position, plan.checkpoints);
+      position = this.session.uncounted(() =>
+        applyChecked(this.partial, file, position, plan.checkpoints)
+      );
     }
     swapIn(this.path, this.partial);
     return this.#result(plan, position, "restored");
@@ -508,7 +510,9 @@ class RestoreRun {
     let position: LtxPosition | undefined = start.kind === "empty" ? empty : undefined;
     const files = start.kind === "snapshot" ? [start.file, ...plan.files] : plan.files;
     for await (const file of this.#files(files)) {
-      position = applyChecked(this.partial, file, position, plan.checkpoints);
+      position = this.session.uncounted(() =>
+        applyChecked(this.partial, file, position, plan.checkpoints)
+      );
     }
     swapIn(this.path, this.partial);
     return this.#result(plan, position!, "restored");
@@ -657,10 +661,12 @@ function removeIfPresent(path: string): void {
 
 /**
  * The time the reads of one restore are charged, as a deadline that runs
- * only while it counts: while no read is outstanding (planning, applying) or
- * while at least one read holds a limiter place within its own share of
- * time, or pauses before a resend. It stands still while every outstanding
- * read waits for a place or runs on seconds other restores' megabytes added.
+ * only while it counts: while no read is outstanding (planning) or while at
+ * least one read holds a limiter place within its own share of time, or
+ * pauses before a resend. It stands still while every outstanding read waits
+ * for a place or runs on seconds other restores' megabytes added, and for
+ * work on the local disk (applying a file, copying the local database:
+ * {@linkcode ReadBudget.uncounted}).
  */
 class ReadBudget {
   readonly #clock: Clock;
@@ -740,6 +746,24 @@ class ReadBudget {
     }
   }
 
+  /**
+   * Runs `work` on the local disk, whose time is not charged (the spec: the
+   * deadline does not count work on the local disk): reads that land
+   * meanwhile are only seen once it ends, so the time would be theirs.
+   */
+  uncounted<T>(work: () => T): T {
+    const start = this.#clock.monotonic();
+    try {
+      return work();
+    } finally {
+      const spent = this.#clock.monotonic() - start;
+      if (this.#since !== undefined && spent > 0) {
+        this.#since += spent;
+        this.#arm();
+      }
+    }
+  }
+
   #arm(): void {
     this.#timer?.cancel();
     const left = this.#allowedMs - this.#charged();
@@ -779,6 +803,11 @@ class ReadSession {
   /** Adds the allowance of reading `objects` to the restore's time. */
   allow(objects: readonly HistoryObject[]): void {
     this.#budget.allow(objects);
+  }
+
+  /** Runs `work` on the local disk without charging its time to the reads. */
+  uncounted<T>(work: () => T): T {
+    return this.#budget.uncounted(work);
   }
 
   /** Ends the session: outstanding reads are abandoned, the deadline stops. */
