@@ -683,7 +683,7 @@ export class ExecutorPool {
    */
   extendLease(until: number): void {
     for (const executor of this.#executors) {
-      executor.sender?.send({ type: "lease", until } as unknown as Plain);
+      if (executor.sender) this.#write(executor, { type: "lease", until });
     }
   }
 

@@ -143,7 +143,7 @@ export async function collectHistory(options: CollectOptions): Promise<DeleteCou
   const { bucket, clock, actor, generation: g, snapshotTxid: n, signal, log } = options;
   const cutoff = clock.now() - options.retentionMs;
   const old = (o: HistoryObject) => o.lastModified < cutoff;
-  const { files, bases, found, superseded } = await collectable(
+  const { files, bases, found } = await collectable(
     bucket,
     clock,
     actor,
@@ -153,10 +153,6 @@ export async function collectHistory(options: CollectOptions): Promise<DeleteCou
     signal,
   );
   const counts = { deleted: 0, failed: 0 };
-  if (superseded) {
-    log?.warn("collection: a later owner holds the actor; nothing deleted", { txid: n });
-    return counts;
-  }
   if (!found) {
     log?.warn("collection: the snapshot is not listed; nothing deleted", { txid: n });
     return counts;
@@ -212,9 +208,7 @@ async function collectable(
   n: bigint,
   old: (o: HistoryObject) => boolean,
   signal: AbortSignal | undefined,
-): Promise<
-  { files: HistoryObject[]; bases: HistoryObject[]; found: boolean; superseded?: boolean }
-> {
+): Promise<{ files: HistoryObject[]; bases: HistoryObject[]; found: boolean }> {
   const prefix = actorWalPrefix(actor);
   const generationPrefix = (gen: bigint) => baseKey(actor, gen).slice(0, -"base".length);
   const files: HistoryObject[] = [];
@@ -244,9 +238,7 @@ async function collectable(
       const object = byKey.get(key);
       if (!object) continue; // Not a history key: never deleted.
       const gen = object.generation;
-      // A later owner took the actor: it may build on any of this, and a
-      // snapshot of this owner's that came late is not on its chain.
-      if (gen > g) return { files: [], bases: [], found, superseded: true };
+      if (gen > g) return { files, bases, found };
       let next: string | undefined;
       if (!("minTxid" in object)) {
         // A base: g's is never deleted, and nothing after it can be.
@@ -351,7 +343,7 @@ export async function eraseHistory(options: EraseOptions): Promise<DeleteCounts>
         later.set(base.generation, await readBase(bucket, clock, base.key, signal));
       }
     }
-    if (supersededDelete(later, { generation: g, txid: d, node: "", at: 0 })) {
+    if (supersededDelete(later, { generation: g, txid: d })) {
       log?.warn("a later owner took the actor without its delete: the history stays", {
         txid: String(d),
       });

@@ -283,9 +283,10 @@ export function basesToRead(history: ActorHistory): HistoryBase[] {
  * Whether the `deleted` marker was lost: the base of a later generation
  * starts below the delete's TXID, or at it with a database that is not
  * empty, so that holder restored the history without the delete (the marker
- * landed late, after it took the actor) and wrote on it. The delete is then lost as a plain write may be, and the
- * walk ignores the marker; following it would leave the later holder's
- * files, acknowledged durable writes among them, out of the chain.
+ * landed late, after it took the actor) and wrote on it. The delete is then
+ * lost as a plain write may be, and the walk ignores the marker; following
+ * it would leave the later holder's files, acknowledged durable writes among
+ * them, out of the chain.
  *
  * @example
  * ```ts
@@ -296,7 +297,7 @@ export function basesToRead(history: ActorHistory): HistoryBase[] {
  */
 export function supersededDelete(
   bases: Map<bigint, BaseRecord>,
-  deleted: DeletedRecord | undefined,
+  deleted: Pick<DeletedRecord, "generation" | "txid"> | undefined,
 ): boolean {
   if (!deleted) return false;
   for (const base of bases.values()) {
