@@ -667,9 +667,16 @@ export class WasmKeepNode {
         version: VERSION,
         ownership: this.#ownership,
         holdsHere: (actor) => this.host.holds(actor),
-        onLeaseChange: (valid) => {
+        onLeaseChange: (valid, cause) => {
           if (valid) {
             this.log.info("node lease valid", { node: this.options.nodeId });
+            return;
+          }
+          if (cause === "released") {
+            // The clean stop's last step, after its actors were released.
+            this.log.info("node lease given up by the clean stop: releasing the heartbeat", {
+              node: this.options.nodeId,
+            });
             return;
           }
           // Before any other node can take them: every actor is dropped at

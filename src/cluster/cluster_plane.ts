@@ -13,7 +13,7 @@ import type { Clock } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
 import type { ActorRequest, ActorResponse } from "../actors/protocol.ts";
 import { checkNodeId } from "./node_id_check.ts";
-import { NodeLease, type NodeLeaseLost } from "./node_lease.ts";
+import { type LeaseChangeCause, NodeLease, type NodeLeaseLost } from "./node_lease.ts";
 import { Membership } from "./membership.ts";
 import type { LeaseTiming } from "./lease_timing.ts";
 import { decodeHeartbeat, type Heartbeat, isLive } from "./heartbeat.ts";
@@ -56,8 +56,8 @@ export interface ClusterPlaneOptions {
   ownership: OwnershipRecords;
   /** Whether this node holds the actor now. */
   holdsHere: (actor: ActorId) => boolean;
-  /** The lease became valid (true) or stopped being valid (false). */
-  onLeaseChange: (valid: boolean) => void;
+  /** The lease became valid (true) or stopped being valid (false), and why. */
+  onLeaseChange: (valid: boolean, cause: LeaseChangeCause) => void;
   /** Another writer took this node's lease: the node must stop. */
   onLeaseLost: (reason: NodeLeaseLost) => void;
   /** A landed heartbeat write made the lease valid until `validUntil` (monotonic). */

@@ -113,6 +113,13 @@ function explain(key: string, kind: LeaseLossKind, heartbeat?: Heartbeat): strin
   }
 }
 
+/**
+ * Why the lease's validity changed: a write `landed` while it was not valid,
+ * it `expired` (no write landed in time), it was `released` (a clean stop
+ * gives it up), or it was `lost` to another writer.
+ */
+export type LeaseChangeCause = "landed" | "expired" | "released" | "lost";
+
 /** What {@linkcode NodeLease} works with. */
 export interface NodeLeaseOptions {
   /** The shared bucket. */
@@ -133,9 +140,9 @@ export interface NodeLeaseOptions {
    * Called on every change of {@linkcode NodeLease.valid}: true when a write
    * lands while the lease was not valid, false when it runs out (on the
    * clock, at the moment it ends), when it is lost, and when a release
-   * begins.
+   * begins; `cause` tells which.
    */
-  onChange?: (valid: boolean) => void;
+  onChange?: (valid: boolean, cause: LeaseChangeCause) => void;
   /** Called once when another writer took the lease; no write follows. */
   onLost?: (reason: NodeLeaseLost) => void;
   /**
@@ -194,7 +201,7 @@ export class NodeLease {
   readonly #processToken: string;
   readonly #timing: LeaseTiming;
   readonly #describe: () => HeartbeatDescription;
-  readonly #onChange: (valid: boolean) => void;
+  readonly #onChange: (valid: boolean, cause: LeaseChangeCause) => void;
   readonly #onLost: (reason: NodeLeaseLost) => void;
   readonly #onExtended: (validUntil: number) => void;
   readonly #key: string;
@@ -478,7 +485,7 @@ export class NodeLease {
     this.#renewTimer = undefined;
     // From the moment the release is sent, readers may count everything this
     // node holds as free, so the node must not count on its lease any more.
-    this.#invalidate();
+    this.#invalidate("released");
     await this.#inFlight?.catch(() => {});
     if (this.#state !== "releasing") return false;
     const at = this.#lastLiveAt ?? this.#unresolved.findLast((w) => w.lease === "live")?.at;
@@ -698,7 +705,7 @@ export class NodeLease {
     if (!this.#reportedValid) {
       this.#reportedValid = true;
       this.#validSince = now;
-      this.#onChange(true);
+      this.#onChange(true, "landed");
     }
     this.#onExtended(until);
   }
@@ -717,17 +724,17 @@ export class NodeLease {
       validMs: this.#timing.validMs,
     });
     this.#reportedValid = false;
-    this.#onChange(false);
+    this.#onChange(false, "expired");
   }
 
   /** Ends validity at once (a release or a loss). */
-  #invalidate(): void {
+  #invalidate(cause: "released" | "lost"): void {
     this.#expiryTimer?.cancel();
     this.#expiryTimer = undefined;
     this.#validUntil = Math.min(this.#validUntil, this.#clock.monotonic());
     if (this.#reportedValid) {
       this.#reportedValid = false;
-      this.#onChange(false);
+      this.#onChange(false, cause);
     }
   }
 
@@ -736,7 +743,7 @@ export class NodeLease {
     this.#lost = reason;
     this.#renewTimer?.cancel();
     this.#renewTimer = undefined;
-    this.#invalidate();
+    this.#invalidate("lost");
     this.#state = "lost";
     this.#log.error("node lease lost: another writer replaced the heartbeat", {
       key: this.#key,

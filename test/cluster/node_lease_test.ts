@@ -7,6 +7,7 @@ import { decodeHeartbeat, encodeHeartbeat, type Heartbeat } from "../../src/clus
 import { leaseTiming } from "../../src/cluster/lease_timing.ts";
 import {
   type HeartbeatDescription,
+  type LeaseChangeCause,
   NodeLease,
   type NodeLeaseLost,
 } from "../../src/cluster/node_lease.ts";
@@ -66,6 +67,8 @@ function setup() {
   const t0 = clock.now();
   const bucket = new RecordingBucket(clock);
   const changes: [number, boolean][] = [];
+  /** Why each change happened, in order. */
+  const causes: LeaseChangeCause[] = [];
   const losses: NodeLeaseLost[] = [];
   const extended: number[] = [];
   const lines: string[] = [];
@@ -78,12 +81,15 @@ function setup() {
     processToken: TOKEN,
     timing,
     describe: () => description,
-    onChange: (valid) => changes.push([clock.now() - t0, valid]),
+    onChange: (valid, cause) => {
+      changes.push([clock.now() - t0, valid]);
+      causes.push(cause);
+    },
     onLost: (reason) => losses.push(reason),
     onExtended: (validUntil) => extended.push(validUntil),
   });
   const since = (t: number) => t - t0;
-  return { clock, t0, bucket, lease, changes, losses, extended, lines, since };
+  return { clock, t0, bucket, lease, changes, causes, losses, extended, lines, since };
 }
 
 async function stored(bucket: MemoryBucket): Promise<Heartbeat> {
@@ -171,7 +177,7 @@ Deno.test("node lease: valid exactly validMs after the first write was sent, not
 });
 
 Deno.test("node lease: an 8 s outage expires it at the moment, a later write renews it", async () => {
-  const { clock, t0, bucket, lease, changes, lines, since } = setup();
+  const { clock, t0, bucket, lease, changes, causes, lines, since } = setup();
   bucket.faults = { outages: [{ from: t0 + 1_000, until: t0 + 11_000 }] };
   await lease.start(undefined);
   await clock.advance(7_999);
@@ -188,6 +194,7 @@ Deno.test("node lease: an 8 s outage expires it at the moment, a later write ren
     [12_000, undefined],
   ]);
   assert.deepEqual(changes, [[0, true], [8_000, false], [12_000, true]]);
+  assert.deepEqual(causes, ["landed", "expired", "landed"]);
   assert.equal(lease.valid(), true);
   assert.equal(lease.validSince, t0 + 12_000);
   assert.equal(lease.validUntil, t0 + 12_000 + timing.validMs);
@@ -218,7 +225,7 @@ Deno.test("node lease: a write without an answer leaves the lease as it was", as
 });
 
 Deno.test("node lease: a fence makes the next write fail: onLost once, no write after", async () => {
-  const { clock, bucket, lease, changes, losses, since } = setup();
+  const { clock, bucket, lease, changes, causes, losses, since } = setup();
   await lease.start(undefined);
   await clock.advance(4_000);
   await fence(bucket);
@@ -230,6 +237,7 @@ Deno.test("node lease: a fence makes the next write fail: onLost once, no write 
   assert.equal(losses[0].heartbeat?.fencedBy, "b");
   assert.match(losses[0].message, /node b fenced it/);
   assert.deepEqual(changes, [[0, true], [6_000, false]]);
+  assert.deepEqual(causes, ["landed", "lost"]);
   assert.equal(lease.valid(), false);
   assert.equal(lease.state, "lost");
   await clock.advance(60_000);
@@ -283,7 +291,7 @@ Deno.test("node lease: another process's object refuses the first write", async 
 });
 
 Deno.test("node lease: release writes released, keeping line 4 of the last live write", async () => {
-  const { clock, t0, bucket, lease, changes, since } = setup();
+  const { clock, t0, bucket, lease, changes, causes, since } = setup();
   await lease.start(undefined);
   await clock.advance(4_000);
   const lastLive = bucket.puts.at(-1)!;
@@ -298,6 +306,7 @@ Deno.test("node lease: release writes released, keeping line 4 of the last live 
   assert.equal(lease.valid(), false);
   assert.equal(lease.state, "released");
   assert.deepEqual(changes, [[0, true], [4_000, false]]);
+  assert.deepEqual(causes, ["landed", "released"], "a release is not an expiry");
   const puts = bucket.puts.length;
   await clock.advance(30_000);
   assert.equal(bucket.puts.length, puts, "no renewal after the release");

@@ -37,6 +37,14 @@ for (const store of ["file", "moto"] as const) {
         assert.deepEqual([third.status, third.body, third.node], [200, "3", "b"]);
         assert.ok(performance.now() - started < 3000, "served at once, not after a fence");
         assert.match(a.logs(), /node stopped/);
+        // A release is not a lapse: the stop logs no warning or error, and says what it did.
+        const stopLines = a.logs().slice(a.logs().indexOf("node stopping"));
+        assert.doesNotMatch(stopLines, /^\S+ (WARN|ERROR) /m);
+        assert.match(
+          stopLines,
+          /INFO  node lease given up by the clean stop: releasing the heartbeat/,
+        );
+        assert.match(stopLines, /INFO  node lease released key=nodes\/a/);
 
         const status = await clusterStatus(bucketUrl, env);
         assert.equal(status.code, 0, status.stderr);
