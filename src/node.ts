@@ -692,11 +692,12 @@ export class WasmKeepNode {
         onLeaseLost: (reason) => {
           this.log.error("another writer took this node's lease: stopping", {
             node: this.options.nodeId,
-            reason: reason.message,
+            reason: reason.detail,
           });
           this.host.dropAll();
           this.stop().finally(() =>
-            this.#failed.reject(new NodeStartError(`the node lease was lost: ${reason.message}`))
+            // The reason's message says it all: "the node lease nodes/a was lost: …".
+            this.#failed.reject(new NodeStartError(reason.message))
           );
         },
         signal: this.#probeAbort.signal,

@@ -75,7 +75,8 @@ export type LeaseLossKind = "fenced" | "deleted" | "another-writer" | "unreadabl
  * ```ts
  * import { NodeLeaseLost } from "./node_lease.ts";
  * const e = new NodeLeaseLost("nodes/a", "deleted");
- * console.log(e.kind, e.message);
+ * console.log(e.message); // the node lease nodes/a was lost: the heartbeat was deleted
+ * console.log(e.detail); // the heartbeat was deleted
  * ```
  */
 export class NodeLeaseLost extends Error {
@@ -87,10 +88,14 @@ export class NodeLeaseLost extends Error {
   readonly kind: LeaseLossKind;
   /** The heartbeat found instead, when it was read and decoded. */
   readonly heartbeat?: Heartbeat;
+  /** What happened to the heartbeat, without the key: `node b fenced it`. */
+  readonly detail: string;
 
   /** Describes the loss of the lease at `key`. */
   constructor(key: string, kind: LeaseLossKind, heartbeat?: Heartbeat) {
-    super(`${key}: the node lease was lost: ${explain(key, kind, heartbeat)}`);
+    const detail = explain(key, kind, heartbeat);
+    super(`the node lease ${key} was lost: ${detail}`);
+    this.detail = detail;
     this.key = key;
     this.kind = kind;
     this.heartbeat = heartbeat;
@@ -745,10 +750,10 @@ export class NodeLease {
     this.#renewTimer = undefined;
     this.#invalidate("lost");
     this.#state = "lost";
-    this.#log.error("node lease lost: another writer replaced the heartbeat", {
+    this.#log.error("node lease lost", {
       key: this.#key,
       kind: reason.kind,
-      error: reason.message,
+      reason: reason.detail,
     });
     this.#onLost(reason);
   }

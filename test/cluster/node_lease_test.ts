@@ -235,7 +235,8 @@ Deno.test("node lease: a fence makes the next write fail: onLost once, no write 
   assert.equal(losses.length, 1);
   assert.equal(losses[0].kind, "fenced");
   assert.equal(losses[0].heartbeat?.fencedBy, "b");
-  assert.match(losses[0].message, /node b fenced it/);
+  assert.equal(losses[0].message, "the node lease nodes/a was lost: node b fenced it");
+  assert.equal(losses[0].detail, "node b fenced it");
   assert.deepEqual(changes, [[0, true], [6_000, false]]);
   assert.deepEqual(causes, ["landed", "lost"]);
   assert.equal(lease.valid(), false);

@@ -130,6 +130,11 @@ Deno.test("a fenced node is shown fenced, and stops at its next heartbeat write"
         }),
       ]).finally(() => clearTimeout(timer));
       assert.equal(status.code, 1, "serve exits with an error after losing its lease");
+      // Its last words say what happened, once.
+      const exit = a.logs().split("\n").filter((line) => line.startsWith("wasmkeep: "));
+      assert.deepEqual(exit, [
+        "wasmkeep: the node lease nodes/fenced was lost: node cli fenced it",
+      ]);
       const shown = await clusterStatus(bucketUrl);
       assert.equal(shown.code, 1);
       assert.match(shown.stdout, /^fenced\s+no \(fenced\)/m);

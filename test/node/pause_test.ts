@@ -77,7 +77,12 @@ for (const store of ["file", "moto"] as const) {
           new Promise<undefined>((r) => setTimeout(() => r(undefined), 10_000)),
         ]);
         assert.equal(status?.code, 1, "the fenced node stops with an error");
-        assert.match(a.logs(), /another writer took this node's lease/);
+        assert.match(
+          a.logs(),
+          /another writer took this node's lease: stopping node=a reason="node b fenced it"\n/,
+        );
+        const exit = a.logs().split("\n").filter((line) => line.startsWith("wasmkeep: "));
+        assert.deepEqual(exit, ["wasmkeep: the node lease nodes/a was lost: node b fenced it"]);
 
         // Nothing of a's after the fence: the heartbeat is still the fence, and
         // the record names b.
