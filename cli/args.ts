@@ -10,6 +10,8 @@
 export interface FlagSpec {
   /** Name without the leading dashes. */
   name: string;
+  /** One letter that also gives a boolean flag after one dash: `h` for `-h`. */
+  short?: string;
   /** `string` flags take a value; `boolean` flags take none. */
   kind: "string" | "integer" | "boolean";
   /** May be given several times; values are collected in order. */
@@ -53,6 +55,12 @@ export class UsageError extends Error {
  */
 export function parseArgs(args: string[], specs: FlagSpec[], command: string): ParsedArgs {
   const byName = new Map(specs.map((spec) => [spec.name, spec]));
+  const byShort = new Map(
+    specs.filter((spec) => spec.short && spec.kind === "boolean").map((spec) => [
+      `-${spec.short}`,
+      spec,
+    ]),
+  );
   const flags: ParsedArgs["flags"] = {};
   const positionals: string[] = [];
   for (let i = 0; i < args.length; i++) {
@@ -60,6 +68,11 @@ export function parseArgs(args: string[], specs: FlagSpec[], command: string): P
     if (arg === "--") {
       positionals.push(...args.slice(i + 1));
       break;
+    }
+    const short = byShort.get(arg);
+    if (short) {
+      flags[short.name] = true;
+      continue;
     }
     if (!arg.startsWith("--") || arg === "--") {
       if (arg.startsWith("-") && arg !== "-") {
@@ -129,7 +142,9 @@ export function formatHelp(usage: string, summary: string, specs: FlagSpec[]): s
   if (specs.length > 0) {
     lines.push("", "Flags:");
     const left = specs.map((spec) =>
-      `  --${spec.name}${spec.kind === "boolean" ? "" : ` ${spec.value ?? "VALUE"}`}`
+      `  ${spec.short && spec.kind === "boolean" ? `-${spec.short}, ` : ""}--${spec.name}${
+        spec.kind === "boolean" ? "" : ` ${spec.value ?? "VALUE"}`
+      }`
     );
     const width = Math.max(...left.map((l) => l.length)) + 2;
     specs.forEach((spec, i) => {

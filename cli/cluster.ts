@@ -45,7 +45,12 @@ const BUCKET_FLAG: FlagSpec = {
   description:
     "the cluster's bucket: s3://BUCKET[/PREFIX] (with the AWS_* variables) or file://PATH",
 };
-const HELP_FLAG: FlagSpec = { name: "help", kind: "boolean", description: "show this help" };
+const HELP_FLAG: FlagSpec = {
+  name: "help",
+  short: "h",
+  kind: "boolean",
+  description: "show this help",
+};
 
 const STATUS_FLAGS: FlagSpec[] = [
   BUCKET_FLAG,

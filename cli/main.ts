@@ -60,7 +60,7 @@ export async function runCli(args: string[], deps: NodeDependencies = {}): Promi
         return 0;
       case "version":
       case "--version":
-        if (rest.includes("--help")) {
+        if (rest.includes("--help") || rest.includes("-h")) {
           console.log(COMMAND_HELP.version);
           return 0;
         }

@@ -246,12 +246,12 @@ const SERVE_FLAGS: FlagSpec[] = [
     description: "debug, info, warn or error",
     defaultText: "info",
   },
-  { name: "help", kind: "boolean", description: "show this help" },
+  { name: "help", short: "h", kind: "boolean", description: "show this help" },
 ];
 
 /** The help text of `wasmkeep serve`. */
 export const SERVE_HELP: string = formatHelp(
-  "wasmkeep serve [STATELESS.wasm] --actor CLASS=PATH... [flags]",
+  "wasmkeep serve [STATELESS.wasm (not in this version yet)] --actor CLASS=PATH... [flags]",
   "Runs a WasmKeep node: actors at /actor/<class>/<name>, health at /_wasmkeep/health,\n" +
     "readiness at /_wasmkeep/ready. SIGTERM or Ctrl-C stops it cleanly.",
   SERVE_FLAGS,
@@ -305,9 +305,9 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
   }
   if (positionals.length === 1) {
     throw new UsageError(
-      `the stateless component (${
+      `a stateless component (${
         positionals[0]
-      }) is not supported by this version yet; serve actors with --actor CLASS=PATH`,
+      }) is not in this version yet; serve actors with --actor CLASS=PATH`,
     );
   }
   const actors = new Map<string, ActorClassOption>();

@@ -162,3 +162,39 @@ Deno.test("help and version", async () => {
   assert.equal(version.code, 0);
   assert.match(version.stdout, /^wasmkeep \d+\.\d+\.\d+\n$/);
 });
+
+Deno.test("-h is --help, for every command", async () => {
+  const cases = [
+    [["-h"], /^WasmKeep /],
+    [["serve", "-h"], /^Usage: wasmkeep serve /],
+    [["serve", "--actor", "a=b.wasm", "-h"], /^Usage: wasmkeep serve /],
+    [["version", "-h"], /^Usage: wasmkeep version/],
+    [["cluster", "-h"], /^Usage: wasmkeep cluster <command>/],
+    [["cluster", "status", "-h"], /^Usage: wasmkeep cluster status/],
+    [["cluster", "fence", "-h"], /^Usage: wasmkeep cluster fence/],
+    [["cluster", "forget", "-h"], /^Usage: wasmkeep cluster forget/],
+  ] as const;
+  await Promise.all(cases.map(async ([args, usage]) => {
+    const { code, stdout, stderr } = await runWasmkeep([...args]);
+    assert.equal(code, 0, `${args.join(" ")}: ${stderr}`);
+    assert.match(stdout, usage, args.join(" "));
+    assert.equal(stderr, "", args.join(" "));
+  }));
+  const serve = await runWasmkeep(["serve", "-h"]);
+  assert.equal(serve.stdout, (await runWasmkeep(["serve", "--help"])).stdout);
+  assert.match(serve.stdout, /^  -h, --help +show this help$/m);
+});
+
+Deno.test("the stateless component the usage line names is said to be not in this version yet, there and when given", async () => {
+  const help = await runWasmkeep(["serve", "--help"]);
+  assert.match(
+    help.stdout,
+    /^Usage: wasmkeep serve \[STATELESS\.wasm \(not in this version yet\)\] --actor CLASS=PATH\.\.\. \[flags\]$/m,
+  );
+  const given = await runWasmkeep(["serve", "app.wasm", "--actor", `counter=${COUNTER_WASM}`]);
+  assert.equal(given.code, 2, given.stderr);
+  assert.equal(
+    given.stderr,
+    "wasmkeep: a stateless component (app.wasm) is not in this version yet; serve actors with --actor CLASS=PATH\n",
+  );
+});

@@ -5,6 +5,7 @@ const SPECS: FlagSpec[] = [
   { name: "actor", kind: "string", multiple: true, value: "CLASS=PATH", description: "a class" },
   { name: "port", kind: "integer", min: 1, description: "a port", defaultText: "8080" },
   { name: "verbose", kind: "boolean", description: "talk" },
+  { name: "help", short: "h", kind: "boolean", description: "show this help" },
 ];
 
 Deno.test("flags take values after a space or an equals sign; repeatable ones collect", () => {
@@ -34,6 +35,20 @@ Deno.test("errors name the flag and the fix", () => {
       (e: unknown) => e instanceof UsageError && message.test(e.message),
     );
   }
+});
+
+Deno.test("a short flag after one dash is its long flag: -h is --help", () => {
+  assert.deepEqual(parseArgs(["-h"], SPECS, "t").flags, { help: true });
+  assert.deepEqual(parseArgs(["x.wasm", "-h", "--port", "2"], SPECS, "t"), {
+    flags: { help: true, port: 2 },
+    positionals: ["x.wasm"],
+  });
+  assert.deepEqual(parseArgs(["--", "-h"], SPECS, "t").positionals, ["-h"]);
+  // Only the letters declared: -v and -hv stay unknown.
+  for (const arg of ["-v", "-hv", "-H"]) {
+    assert.throws(() => parseArgs([arg], SPECS, "t"), /two dashes/);
+  }
+  assert.match(formatHelp("t", "Does t.", SPECS), /\n  -h, --help\s+show this help$/);
 });
 
 Deno.test("help lists every flag with its default", () => {
