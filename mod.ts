@@ -8,9 +8,10 @@
  * deno run -A jsr:@wasmkeep/cli serve --actor counter=counter.wasm
  * ```
  *
- * Or embed a node in a program:
+ * Or embed a node in a program, or read a cluster's state from its bucket (what
+ * `wasmkeep cluster status --json` prints):
  *
- * @example
+ * @example Embedding a node
  * ```ts ignore
  * import { NODE_DEFAULTS, WasmKeepNode } from "jsr:@wasmkeep/cli";
  * const node = await WasmKeepNode.start({
@@ -25,6 +26,13 @@
  * await node.whenReady;
  * ```
  *
+ * @example Reading a cluster's state
+ * ```ts ignore
+ * import { clusterStatus } from "jsr:@wasmkeep/cli";
+ * const report = await clusterStatus({ bucket: "file://.wasmkeep/bucket" });
+ * console.log(report.summary.live, report.warnings);
+ * ```
+ *
  * @module
  */
 
@@ -33,6 +41,7 @@ import { runCli } from "./cli/main.ts";
 export { runCli } from "./cli/main.ts";
 export {
   type ActorClassOption,
+  type ClusterOptions,
   NODE_DEFAULTS,
   type NodeDependencies,
   type NodeOptions,
@@ -42,8 +51,42 @@ export {
 export { ComponentError } from "./src/actors/component.ts";
 export type { ActorKey } from "./src/actors/key.ts";
 export type { Clock, Random, Timer } from "./src/time/clock.ts";
-export type { Logger, LogLevel } from "./src/log.ts";
-export { type Bucket, openBucket, PreconditionFailed } from "./src/bucket/mod.ts";
+export {
+  createLogger,
+  type LogFields,
+  type Logger,
+  type LoggerOptions,
+  type LogLevel,
+} from "./src/log.ts";
+// Everything a Bucket's methods take and return, so that a program wrapping
+// or implementing one can name it.
+export {
+  type Bucket,
+  type CallOptions,
+  type DeleteOptions,
+  type ListOptions,
+  type ListPage,
+  type ObjectInfo,
+  PreconditionFailed,
+  type PutOptions,
+  type StoredObject,
+} from "./src/bucket/bucket.ts";
+export { openBucket, type OpenBucketOptions } from "./src/bucket/open.ts";
+export type { Env } from "./src/bucket/s3_config.ts";
+export {
+  MemoryBucket,
+  type MemoryBucketOptions,
+  type MemoryFaults,
+  type TimeWindow,
+} from "./src/bucket/memory.ts";
+export {
+  clusterStatus,
+  type ClusterStatusOptions,
+  type ClusterStatusReport,
+  type ClusterStatusReportApp,
+  type ClusterStatusReportNode,
+} from "./src/cluster/status.ts";
+export type { LeaseState, ServingState } from "./src/cluster/heartbeat.ts";
 export { VERSION } from "./src/version.ts";
 
 if (import.meta.main) {

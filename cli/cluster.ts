@@ -6,11 +6,11 @@
  */
 
 import { type FlagSpec, formatHelp, parseArgs, UsageError } from "./args.ts";
-import { openBucket } from "../src/bucket/open.ts";
+import { openBucket, type OpenBucketOptions } from "../src/bucket/open.ts";
 import type { Bucket } from "../src/bucket/bucket.ts";
 import { leaseTiming } from "../src/cluster/lease_timing.ts";
 import {
-  clusterStatusJson,
+  clusterStatus,
   ClusterToolRefusal,
   fenceNode,
   type FenceOutcome,
@@ -189,17 +189,37 @@ function describeFence(outcome: FenceOutcome): string[] {
   }
 }
 
+function openOptions(io: ClusterIo): OpenBucketOptions {
+  return io.env ? { env: io.env } : {};
+}
+
 async function withBucket<T>(
   url: string,
   io: ClusterIo,
   work: (bucket: Bucket) => Promise<T>,
 ): Promise<T> {
-  const bucket = openBucket(url, io.env ? { env: io.env } : {});
+  const bucket = openBucket(url, openOptions(io));
   try {
     return await work(bucket);
   } finally {
     await bucket.close();
   }
+}
+
+/** What `cluster status` prints, and how many nodes are live (its exit status). */
+async function statusOutput(
+  url: string,
+  json: boolean,
+  io: ClusterIo,
+  now: () => number,
+): Promise<{ text: string; live: number }> {
+  if (json) {
+    // The library's clusterStatus(), so that what it returns and what --json prints cannot drift.
+    const report = await clusterStatus({ bucket: url, open: openOptions(io), now });
+    return { text: JSON.stringify(report, null, 2), live: report.summary.live };
+  }
+  const status = await withBucket(url, io, (bucket) => readClusterStatus(bucket, url, { now }));
+  return { text: formatClusterStatus(status), live: status.summary.live };
 }
 
 /**
@@ -242,17 +262,15 @@ export async function clusterCommand(args: string[], io: ClusterIo = consoleIo):
     if (positionals.length > 0) {
       throw new UsageError(`cluster status takes no arguments, got '${positionals[0]}'`);
     }
-    let status;
+    let output;
     try {
-      status = await withBucket(url, io, (bucket) => readClusterStatus(bucket, url, { now }));
+      output = await statusOutput(url, flags.json === true, io, now);
     } catch (error) {
       io.stderr(`wasmkeep: cannot read bucket ${url}: ${(error as Error).message}`);
       return 1;
     }
-    io.stdout(
-      flags.json ? JSON.stringify(clusterStatusJson(status), null, 2) : formatClusterStatus(status),
-    );
-    return status.summary.live > 0 ? 0 : 1;
+    io.stdout(output.text);
+    return output.live > 0 ? 0 : 1;
   }
   const node = nodeArgument(positionals, command);
   try {

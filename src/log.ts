@@ -25,9 +25,13 @@ export type LogFields = Record<string, string | number | boolean | bigint | unde
  * ```
  */
 export interface Logger {
+  /** Logs a record at level `debug` (dropped at the default level). */
   debug(message: string, fields?: LogFields): void;
+  /** Logs a record at level `info`. */
   info(message: string, fields?: LogFields): void;
+  /** Logs a record at level `warn`. */
   warn(message: string, fields?: LogFields): void;
+  /** Logs a record at level `error`. */
   error(message: string, fields?: LogFields): void;
   /** A logger that adds `fields` to every record. */
   with(fields: LogFields): Logger;

@@ -6,7 +6,10 @@
  * @module
  */
 
-import type { transpile as Transpile } from "@bytecodealliance/jco";
+// Full npm: specifiers here and below, not deno.json's bare name: a program
+// importing this package by URL has no import map of ours (docs/dependencies.md).
+// deno-lint-ignore no-import-prefix
+import type { transpile as Transpile } from "npm:@bytecodealliance/jco@1.35.0";
 import { type CoreInterface, readCoreInterface } from "./abi/core_signatures.ts";
 import { directBindingsProblem } from "./abi/direct.ts";
 
@@ -111,6 +114,15 @@ export interface LoadedComponent {
 
 /** Raised when a component is refused; the message names the file and the problem. */
 export class ComponentError extends Error {
+  /**
+   * A refusal of the component at `path`, for `problem`.
+   *
+   * @example
+   * ```ts
+   * import { ComponentError } from "./component.ts";
+   * new ComponentError("counter.wasm", "not a component").message; // "counter.wasm: not a component"
+   * ```
+   */
   constructor(path: string, problem: string) {
     super(`${path}: ${problem}`);
     this.name = "ComponentError";
@@ -227,7 +239,8 @@ export async function loadComponent(
 
   // jco is large (it carries wasm-tools), so it is loaded only when a
   // component is not in the cache yet.
-  const { transpile } = await import("@bytecodealliance/jco");
+  // deno-lint-ignore no-import-prefix
+  const { transpile } = await import("npm:@bytecodealliance/jco@1.35.0");
   let output: Awaited<ReturnType<typeof Transpile>>;
   try {
     output = await transpile(bytes, transpileOptions());

@@ -23,7 +23,10 @@ import {
   ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
-} from "@aws-sdk/client-s3";
+  // A full npm: specifier, not deno.json's bare name: a program importing this
+  // package by URL has no import map of ours (docs/dependencies.md).
+  // deno-lint-ignore no-import-prefix
+} from "npm:@aws-sdk/client-s3@3.1175.0";
 import { type Clock, type Random, systemClock, systemRandom } from "../time/clock.ts";
 import type {
   Bucket,
