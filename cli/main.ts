@@ -8,6 +8,7 @@ import { UsageError } from "./args.ts";
 import { SERVE_HELP, serveCommand } from "./serve.ts";
 import { CLUSTER_HELP, clusterCommand } from "./cluster.ts";
 import { runExecutor } from "../src/actors/executor_main.ts";
+import { executorNodePid } from "../src/actors/executor_lifeline.ts";
 import { VERSION } from "../src/version.ts";
 import { ComponentError } from "../src/actors/component.ts";
 import { type NodeDependencies, NodeStartError } from "../src/node.ts";
@@ -74,7 +75,7 @@ export async function runCli(args: string[], deps: NodeDependencies = {}): Promi
       case "__executor":
         // A node's executor process, started by the node itself (how a
         // compiled binary runs its executors): not for people.
-        await runExecutor(rest[0]);
+        await runExecutor(rest[0], executorNodePid(rest[1]));
         return 0;
       default:
         throw new UsageError(`unknown command '${command}' (see wasmkeep --help)`);

@@ -14,7 +14,14 @@ import { type ActorKey, DEFAULT_TENANT } from "./actors/key.ts";
 import type { ActorRequest, ExecutorClass } from "./actors/protocol.ts";
 import { createClientHandler } from "./http/client_handler.ts";
 import { maxClientConnections, maxOpenDatabases, openFileLimit } from "./limits.ts";
-import { type Bucket, openBucket, probeBucket } from "./bucket/mod.ts";
+import {
+  type Bucket,
+  FileBucket,
+  openBucket,
+  probeBucket,
+  removeFileLeftovers,
+} from "./bucket/mod.ts";
+import { S3ConfigError } from "./bucket/s3_config.ts";
 import { MetricsRegistry } from "./metrics/registry.ts";
 import { type Hold, OwnershipRecords } from "./cluster/ownership.ts";
 import { ClusterPlane, type ClusterPlaneOptions } from "./cluster/cluster_plane.ts";
@@ -243,6 +250,8 @@ export class WasmKeepNode {
   readonly #failed = Promise.withResolvers<never>();
   #stopping: Promise<void> | undefined;
   readonly #probeAbort = new AbortController();
+  /** The removal of killed writers' files from a file bucket, under way. */
+  #cleaning: Promise<void> | undefined;
 
   private constructor(
     readonly options: NodeOptions,
@@ -292,7 +301,7 @@ export class WasmKeepNode {
       });
     }
     const bucketUrl = options.bucketUrl ?? `file://${dataDir}/bucket`;
-    const bucket = deps.bucket ?? openBucket(bucketUrl, { clock, random });
+    const bucket = deps.bucket ?? openNodeBucket(bucketUrl, clock, random);
 
     const fileLimit = openFileLimit();
     const metrics = new MetricsRegistry();
@@ -546,6 +555,9 @@ export class WasmKeepNode {
     node.#clusterConnections = clusterConnections;
     node.#random = random;
     node.#metrics = metrics;
+    if (bucket instanceof FileBucket) {
+      node.#cleaning = cleanFileBucket(bucket, clock, log, node.#probeAbort.signal);
+    }
     node.whenReady = node.#probe(bucketUrl, random);
     // Callers that never await whenReady must not see an unhandled rejection.
     node.whenReady.catch(() => {});
@@ -830,10 +842,54 @@ export class WasmKeepNode {
       await this.#clusterListener?.close();
       // Connections still open past the grace period are cut, not awaited.
       await Promise.race([serverDone, this.clock.sleep(SERVER_SHUTDOWN_MS)]);
+      await this.#cleaning;
       await this.bucket.close();
       this.log.info("node stopped", { node: this.options.nodeId });
     })();
     return this.#stopping;
+  }
+}
+
+/**
+ * Removes, in the background, what processes killed while writing left in
+ * a file bucket (file_leftovers.ts): nothing reads those files, so the node
+ * does not wait for it.
+ */
+function cleanFileBucket(
+  bucket: FileBucket,
+  clock: Clock,
+  log: Logger,
+  signal: AbortSignal,
+): Promise<void> {
+  return removeFileLeftovers(bucket.root, clock, signal).then(({ temps, locks }) => {
+    if (temps + locks > 0) {
+      log.info("removed what killed writers left in the file bucket", {
+        bucket: bucket.root,
+        temp_files: temps,
+        locks,
+      });
+    }
+  }, (error) => {
+    if (signal.aborted) return;
+    log.warn("could not clean the file bucket of killed writers' files", {
+      bucket: bucket.root,
+      error: String(error),
+    });
+  });
+}
+
+/**
+ * Opens the node's bucket; `AWS_*` variables it cannot work with (no
+ * credentials, a plain-http endpoint) stop the start with their message.
+ */
+function openNodeBucket(url: string, clock: Clock, random: Random): Bucket {
+  try {
+    return openBucket(url, { clock, random });
+  } catch (error) {
+    if (error instanceof S3ConfigError) {
+      throw new NodeStartError(`cannot open the bucket ${url}: ${error.message}`);
+    }
+    throw error;
   }
 }
 

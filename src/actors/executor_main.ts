@@ -24,6 +24,7 @@ import {
   type ToExecutor,
 } from "./protocol.ts";
 import { FrameSender, readFrames } from "./frames.ts";
+import { bindToNode, executorNodePid } from "./executor_lifeline.ts";
 import { waitingChain } from "./call_chain.ts";
 import { DatabasePool } from "../sqlite/database_pool.ts";
 import { type ActorDatabase, type SqlError, toSqlError } from "../sqlite/actor_database.ts";
@@ -826,14 +827,18 @@ class Executor {
 
 /**
  * Runs an executor on the Unix socket at `socketPath` until the node closes
- * it or sends a shutdown message.
+ * it or sends a shutdown message; then the process must exit (the lifeline's
+ * Worker keeps it alive). The executor lives and dies with its node, process
+ * `nodePid` (its parent when not given): see executor_lifeline.ts.
  *
  * @example
  * ```ts ignore
- * await runExecutor("/tmp/wasmkeep-x/e0.sock");
+ * await runExecutor("/tmp/wasmkeep-1234-x/e0.sock", 1234);
+ * Deno.exit(0);
  * ```
  */
-export async function runExecutor(socketPath: string): Promise<void> {
+export async function runExecutor(socketPath: string, nodePid = Deno.ppid): Promise<void> {
+  bindToNode(nodePid);
   const conn = await Deno.connect({ transport: "unix", path: socketPath });
   const sender = new FrameSender(conn);
   let executor: Executor | undefined;
@@ -863,5 +868,6 @@ export async function runExecutor(socketPath: string): Promise<void> {
 }
 
 if (import.meta.main) {
-  await runExecutor(Deno.args[0]);
+  await runExecutor(Deno.args[0], executorNodePid(Deno.args[1]));
+  Deno.exit(0);
 }

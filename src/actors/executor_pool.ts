@@ -21,6 +21,7 @@ import type {
 } from "./protocol.ts";
 import { FrameSender, readFrames } from "./frames.ts";
 import { PendingEvents } from "./pending_events.ts";
+import { makeSocketDir } from "./executor_sockets.ts";
 import { RESTORE_MAX_READ_BYTES, RESTORE_MAX_READS } from "../replication/read_limiter.ts";
 import type { Plain } from "./codec.ts";
 
@@ -212,7 +213,7 @@ export class ExecutorPool {
 
   constructor(options: ExecutorPoolOptions) {
     this.#options = options;
-    this.#socketDir = Deno.makeTempDirSync({ prefix: "wasmkeep-" });
+    this.#socketDir = makeSocketDir(options.log);
     for (let index = 0; index < options.size; index++) {
       this.#executors.push(this.#spawn(index));
     }
@@ -746,7 +747,8 @@ export class ExecutorPool {
 function defaultCommand(socketPath: string): { program: string; args: string[] } {
   const program = Deno.execPath();
   const binary = program.split(/[\\/]/).pop()!;
-  if (!/^deno(\.exe)?$/.test(binary)) return { program, args: ["__executor", socketPath] };
+  const node = String(Deno.pid);
+  if (!/^deno(\.exe)?$/.test(binary)) return { program, args: ["__executor", socketPath, node] };
   const module = new URL("./executor_main.ts", import.meta.url).href;
-  return { program, args: ["run", "-A", "--no-prompt", module, socketPath] };
+  return { program, args: ["run", "-A", "--no-prompt", module, socketPath, node] };
 }

@@ -4,7 +4,7 @@
  *
  * - A conditional write holds across processes: the condition is checked and
  *   the object replaced under a per-key lock file created with O_EXCL, which
- *   a crashed holder cannot keep forever (stale after {@linkcode LOCK_STALE_MS}).
+ *   a crashed holder cannot keep forever (file_lock.ts).
  * - A crash never leaves a torn object: the new content is written to a temp
  *   file and fsynced before an atomic rename puts it in place.
  * - ETags are content hashes (the first 128 bits of SHA-256, quoted), kept in
@@ -26,48 +26,14 @@ import type {
   PutOptions,
   StoredObject,
 } from "./bucket.ts";
-import { BucketUnavailable, PreconditionFailed } from "./errors.ts";
+import { PreconditionFailed } from "./errors.ts";
+import { LOCK_SUFFIX, type LockContext, takeLock } from "./file_lock.ts";
 import { pageSize, pageStart } from "./paging.ts";
 import { randomHex } from "./random.ts";
 
-/**
- * A key's lock older than this (10 s) belongs to a crashed process and is
- * broken. A holder keeps it only to compare an ETag and rename one file.
- *
- * @example
- * ```ts
- * import { LOCK_STALE_MS } from "./file.ts";
- * console.log(LOCK_STALE_MS); // 10000
- * ```
- */
-export const LOCK_STALE_MS = 10_000;
-
-/**
- * Longest a write waits for a key's lock (15 s: long enough to outlast a
- * stale lock) before it fails with `BucketUnavailable`.
- *
- * @example
- * ```ts
- * import { LOCK_WAIT_MS } from "./file.ts";
- * console.log(LOCK_WAIT_MS); // 15000
- * ```
- */
-export const LOCK_WAIT_MS = 15_000;
-
-/**
- * Longest pause between two tries of a busy lock (5 ms, jittered).
- *
- * @example
- * ```ts
- * import { LOCK_POLL_MS } from "./file.ts";
- * console.log(LOCK_POLL_MS); // 5
- * ```
- */
-export const LOCK_POLL_MS = 5;
-
 const OBJECT_SUFFIX = ".obj";
-const LOCK_SUFFIX = ".lock";
-const BREAK_SUFFIX = ".break";
+/** Between an object file's name and its writer's process id, in a temp file's name. */
+export const TEMP_INFIX = ".tmp-";
 const HEADER_TAG = "wk1 ";
 const ETAG_HEX = 32;
 /** `wk1 <32 hex>\n`: the ETag in front of the body. */
@@ -97,12 +63,19 @@ export class FileBucket implements Bucket {
   readonly #root: string;
   readonly #clock: Clock;
   readonly #random: Random;
+  readonly #lockContext: LockContext;
 
   /** A store rooted at `root` (created on first write). */
   constructor(root: string, options: FileBucketOptions = {}) {
     this.#root = root.replace(/\/+$/, "") || "/";
     this.#clock = options.clock ?? systemClock;
     this.#random = options.random ?? systemRandom;
+    this.#lockContext = { clock: this.#clock, random: this.#random };
+  }
+
+  /** The folder the objects are in. */
+  get root(): string {
+    return this.#root;
   }
 
   /** Reads a whole object, or `null`. */
@@ -138,11 +111,11 @@ export class FileBucket implements Bucket {
     const path = this.#objectPath(key);
     const etag = await contentEtag(body);
     await Deno.mkdir(dirname(path), { recursive: true });
-    const temp = `${path}.tmp-${randomHex(this.#random, 8)}`;
+    const temp = tempPath(path, this.#random);
     try {
       await writeDurably(temp, etag, body);
       // Unconditional writes lock too, or one could land between another's check and rename.
-      const unlock = await this.#lock(path, options.signal);
+      const unlock = await takeLock(path + LOCK_SUFFIX, this.#lockContext, options.signal);
       try {
         if (options.ifNoneMatch !== undefined || options.ifMatch !== undefined) {
           const current = await readInfo(path, key);
@@ -170,7 +143,7 @@ export class FileBucket implements Bucket {
     const path = this.#objectPath(key);
     let unlock: () => Promise<void>;
     try {
-      unlock = await this.#lock(path, options.signal);
+      unlock = await takeLock(path + LOCK_SUFFIX, this.#lockContext, options.signal);
     } catch (e) {
       // No directory for the key's lock: no object either.
       if (!(e instanceof Deno.errors.NotFound)) throw e;
@@ -235,64 +208,6 @@ export class FileBucket implements Bucket {
   #dirPath(segments: string[]): string {
     return [this.#root, ...segments].join("/");
   }
-
-  /** Takes the lock of the object at `path`; resolves to its release. */
-  async #lock(path: string, signal?: AbortSignal): Promise<() => Promise<void>> {
-    const lockPath = path + LOCK_SUFFIX;
-    const startedAt = this.#clock.monotonic();
-    while (true) {
-      try {
-        const file = await Deno.open(lockPath, { createNew: true, write: true });
-        try {
-          await file.write(new TextEncoder().encode(`${Deno.pid}\n`));
-        } finally {
-          file.close();
-        }
-        return () => Deno.remove(lockPath).catch(() => {});
-      } catch (e) {
-        if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
-      }
-      const held = await Deno.stat(lockPath).catch(() => null);
-      if (held && this.#clock.now() - (held.mtime?.getTime() ?? 0) >= LOCK_STALE_MS) {
-        await this.#breakStaleLock(lockPath, held);
-        continue;
-      }
-      if (this.#clock.monotonic() - startedAt >= LOCK_WAIT_MS) {
-        throw new BucketUnavailable(`${lockPath}: lock still held after ${LOCK_WAIT_MS} ms`, {
-          ambiguous: false,
-        });
-      }
-      await this.#clock.sleep(1 + this.#random.next() * LOCK_POLL_MS, signal);
-    }
-  }
-
-  /**
-   * Removes a lock a crashed process left. Breakers take a lock of their
-   * own first, so two of them cannot both see the stale lock, one remove it
-   * and the other remove the fresh lock taken in between.
-   */
-  async #breakStaleLock(lockPath: string, seen: Deno.FileInfo): Promise<void> {
-    const breakPath = lockPath + BREAK_SUFFIX;
-    try {
-      (await Deno.open(breakPath, { createNew: true, write: true })).close();
-    } catch (e) {
-      if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
-      const breaker = await Deno.stat(breakPath).catch(() => null);
-      // A breaker holds its lock for two file operations; an old one crashed.
-      if (breaker && this.#clock.now() - (breaker.mtime?.getTime() ?? 0) >= LOCK_STALE_MS) {
-        await Deno.remove(breakPath).catch(() => {});
-      }
-      return;
-    }
-    try {
-      const now = await Deno.stat(lockPath).catch(() => null);
-      if (now && now.ino === seen.ino && now.mtime?.getTime() === seen.mtime?.getTime()) {
-        await Deno.remove(lockPath).catch(() => {});
-      }
-    } finally {
-      await Deno.remove(breakPath).catch(() => {});
-    }
-  }
 }
 
 /**
@@ -331,6 +246,15 @@ async function* walk(
     const afterStart = entry.key > start || start.startsWith(entry.key);
     if (inPrefix && afterStart) yield* walk(`${dir}/${entry.name}`, entry.key, prefix, start);
   }
+}
+
+/**
+ * Where an object's new content is written before its rename: beside it,
+ * named after the writing process, so that a node starting after a crash
+ * can tell a killed writer's temp file from a live one's (file_leftovers.ts).
+ */
+function tempPath(objectPath: string, random: Random): string {
+  return `${objectPath}${TEMP_INFIX}${Deno.pid}-${randomHex(random, 8)}`;
 }
 
 function validSegment(segment: string): boolean {

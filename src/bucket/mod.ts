@@ -18,13 +18,9 @@ export type { Clock, Random, Timer } from "../time/clock.ts";
 export * from "./bucket.ts";
 export * from "./bounds.ts";
 export * from "./keys.ts";
-export {
-  FileBucket,
-  type FileBucketOptions,
-  LOCK_POLL_MS,
-  LOCK_STALE_MS,
-  LOCK_WAIT_MS,
-} from "./file.ts";
+export { FileBucket, type FileBucketOptions } from "./file.ts";
+export { LOCK_POLL_MS, LOCK_STALE_MS, LOCK_WAIT_MS } from "./file_lock.ts";
+export { FILE_TEMP_MAX_AGE_MS, removeFileLeftovers } from "./file_leftovers.ts";
 export {
   MemoryBucket,
   type MemoryBucketOptions,

@@ -1,5 +1,6 @@
 import { assert, assertEquals } from "./assert.ts";
-import { FileBucket, LOCK_STALE_MS } from "../../src/bucket/file.ts";
+import { FileBucket } from "../../src/bucket/file.ts";
+import { LOCK_STALE_MS } from "../../src/bucket/file_lock.ts";
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 

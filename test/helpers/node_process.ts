@@ -21,6 +21,13 @@ export interface NodeProcess {
   killTree(): Promise<Deno.CommandStatus>;
   /** Sends `signal` to it and its executors (SIGSTOP and SIGCONT: a paused machine). */
   signalTree(signal: Deno.Signal): void;
+  /**
+   * Sends `signal` to its process group, as systemd's `KillMode=control-group`
+   * or Ctrl-C in a terminal do (started with `ownProcessGroup` only).
+   */
+  signalGroup(signal: Deno.Signal): void;
+  /** The ids of its descendants now: its executors. */
+  descendants(): number[];
   /** Its exit status, once it exited by itself. */
   status: Promise<Deno.CommandStatus>;
 }
@@ -71,9 +78,23 @@ export async function runWasmkeep(
 export async function startNode(
   args: string[],
   env: Record<string, string> = {},
-  options: { openFileLimit?: number } = {},
+  options: {
+    openFileLimit?: number;
+    /** In a process group of its own (`setsid`), whose id is its pid. */
+    ownProcessGroup?: boolean;
+  } = {},
 ): Promise<NodeProcess> {
-  const command = [Deno.execPath(), "run", "-A", MAIN, "serve", "--listen", "127.0.0.1:0", ...args];
+  const command = [
+    ...(options.ownProcessGroup ? ["setsid"] : []),
+    Deno.execPath(),
+    "run",
+    "-A",
+    MAIN,
+    "serve",
+    "--listen",
+    "127.0.0.1:0",
+    ...args,
+  ];
   // Under a lower open-file limit: the shell sets it, then becomes the node.
   const [program, ...programArgs] = options.openFileLimit === undefined
     ? command
@@ -124,7 +145,9 @@ export async function startNode(
       // Already exited.
     }
     const status = await child.status;
-    await reading;
+    // Its executors share its stderr: ones that outlived it would hold the
+    // stream open, and the test would hang instead of failing.
+    await Promise.race([reading, new Promise((resolve) => setTimeout(resolve, 5000))]);
     return status;
   };
   return {
@@ -142,6 +165,11 @@ export async function startNode(
         }
       }
     },
+    signalGroup: (signal: Deno.Signal) => {
+      if (!options.ownProcessGroup) throw new Error("signalGroup needs ownProcessGroup");
+      Deno.kill(-child.pid, signal);
+    },
+    descendants: () => descendants(child.pid),
     status: child.status,
     killTree: () => {
       for (const pid of descendants(child.pid)) {
