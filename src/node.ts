@@ -23,6 +23,7 @@ import {
 } from "./bucket/mod.ts";
 import { S3ConfigError } from "./bucket/s3_config.ts";
 import { MetricsRegistry } from "./metrics/registry.ts";
+import { NodeCounters } from "./metrics/node_counters.ts";
 import { type Hold, OwnershipRecords } from "./cluster/ownership.ts";
 import { ClusterPlane, type ClusterPlaneOptions } from "./cluster/cluster_plane.ts";
 import { RequestRouting } from "./cluster/request_routing.ts";
@@ -192,16 +193,6 @@ export const NODE_DEFAULTS = {
   leaseTtlMs: 10_000,
 } as const;
 
-/** The replication counters, with their help, shown from the start at 0. */
-const REPLICATION_COUNTERS: Record<string, string> = {
-  wasmkeep_snapshot_upload_failures_total:
-    "Periodic snapshot uploads not acknowledged (they cost no write).",
-  wasmkeep_restore_failures_total:
-    "Restores of an actor from the bucket that failed (bucket unavailable or history unusable).",
-  wasmkeep_history_collected_total: "Objects of old actor history deleted from the bucket.",
-  wasmkeep_history_collect_failures_total: "Deletes of old actor history that failed.",
-};
-
 /** Seams for tests and the simulator. */
 export interface NodeDependencies {
   clock?: Clock;
@@ -247,6 +238,7 @@ export class WasmKeepNode {
   #revokeTimer: Timer | undefined;
   #random!: Random;
   #metrics!: MetricsRegistry;
+  #counters!: NodeCounters;
   readonly #failed = Promise.withResolvers<never>();
   #stopping: Promise<void> | undefined;
   readonly #probeAbort = new AbortController();
@@ -305,9 +297,10 @@ export class WasmKeepNode {
 
     const fileLimit = openFileLimit();
     const metrics = new MetricsRegistry();
-    for (const [name, help] of Object.entries(REPLICATION_COUNTERS)) {
-      metrics.counter(name, help, {}, 0);
-    }
+    // Every counter, with each value of its labels, is exported at 0 from now.
+    const counters = new NodeCounters(metrics, classes.map((c) => c.className), {
+      cluster: options.cluster !== undefined,
+    });
     const processToken = Array.from(
       random.fill(new Uint8Array(8)),
       (b) => b.toString(16).padStart(2, "0"),
@@ -346,12 +339,9 @@ export class WasmKeepNode {
       },
       onGiveUp: (actor, generation) => host.gaveUp(actor, generation),
       onCall: (call) => onCall(call),
-      onCount: (name, by) => metrics.counter(name, REPLICATION_COUNTERS[name] ?? name, {}, by),
+      onCount: (name, by) => counters.replication(name, by),
       onExecutorReplaced: (index, unstarted) => {
-        metrics.counter(
-          "wasmkeep_executor_restarts_total",
-          "Executor processes replaced (an event past its limit, or a crash).",
-        );
+        counters.executorReplaced();
         host.executorReplaced(index, unstarted);
       },
     });
@@ -423,33 +413,12 @@ export class WasmKeepNode {
       random,
       maxWaitMs: options.cluster?.failoverWaitMs ?? 0,
       maxKept: Math.floor(maxConnections / 4),
-      count: (outcome) =>
-        metrics.counter(
-          "wasmkeep_failover_waits_total",
-          "Requests kept until their actor's takeover, by how the wait ended.",
-          { outcome },
-        ),
+      count: (outcome) => counters.failoverWait(outcome),
     });
     const classNames = new Set(classes.map((c) => c.className));
     const internalClasses = new Set(
       options.actors.filter((actor) => actor.internal).map((actor) => actor.className),
     );
-    // One bound counter per class and status class, made on first use.
-    const eventCounters = new Map<string, (by?: number) => void>();
-    const countEvent = (className: string, status: number) => {
-      const statusClass = `${Math.floor(status / 100)}xx`;
-      const id = `${className} ${statusClass}`;
-      let increment = eventCounters.get(id);
-      if (!increment) {
-        increment = metrics.boundCounter(
-          "wasmkeep_events_total",
-          "Actor events, by class and HTTP status class.",
-          { class: className, status: statusClass },
-        );
-        eventCounters.set(id, increment);
-      }
-      increment();
-    };
     const routing = new RequestRouting({
       plane: () => plane.current,
       dispatch: (key, request) => host.dispatch(key, request),
@@ -466,7 +435,10 @@ export class WasmKeepNode {
       client?: { readonly signal: AbortSignal },
     ) => {
       const outcome = await routing.route(key, request, client);
-      countEvent(key.class, outcome.kind === "response" ? outcome.response.status : outcome.status);
+      counters.event(
+        key.class,
+        outcome.kind === "response" ? outcome.response.status : outcome.status,
+      );
       return outcome;
     };
     // Requests may arrive before the node object exists.
@@ -555,6 +527,7 @@ export class WasmKeepNode {
     node.#clusterConnections = clusterConnections;
     node.#random = random;
     node.#metrics = metrics;
+    node.#counters = counters;
     if (bucket instanceof FileBucket) {
       node.#cleaning = cleanFileBucket(bucket, clock, log, node.#probeAbort.signal);
     }
@@ -622,13 +595,9 @@ export class WasmKeepNode {
           maxBodyBytes: this.options.maxBodyBytes,
           log: this.log,
           clock: this.clock,
-          onRefused: (_fingerprint, reason) =>
-            this.#metrics.counter(
-              "wasmkeep_cluster_refused_connections_total",
-              "Connections to the cluster listener closed: no certificate, one no live heartbeat names, trust withdrawn, over the cap, or too many handshakes from one address.",
-              { reason },
-            ),
+          onRefused: (_fingerprint, reason) => this.#counters.refusedConnection(reason),
         });
+        this.#counters.listenerStarted();
         const listener = this.#clusterListener;
         this.#metrics.gauge(
           "wasmkeep_cluster_connections",

@@ -37,15 +37,29 @@ export function defaultFailoverWaitMs(timing: LeaseTiming): number {
   return Math.floor(sum / 1000) * 1000;
 }
 
-/** How a kept request ended (the `outcome` label of `wasmkeep_failover_waits_total`). */
-export type WaitOutcome =
-  | "served"
-  | "forwarded"
-  | "timeout"
-  | "stopping"
-  | "lease_lost"
-  | "client_gone"
-  | "over_cap";
+/**
+ * Every way a kept request ends: the values of the `outcome` label of
+ * `wasmkeep_failover_waits_total`, each exported at 0 from a cluster node's
+ * start.
+ *
+ * @example
+ * ```ts
+ * import { WAIT_OUTCOMES } from "./failover_wait.ts";
+ * console.log(WAIT_OUTCOMES.includes("timeout")); // true
+ * ```
+ */
+export const WAIT_OUTCOMES = [
+  "served",
+  "forwarded",
+  "timeout",
+  "stopping",
+  "lease_lost",
+  "client_gone",
+  "over_cap",
+] as const;
+
+/** How a kept request ended: one of {@linkcode WAIT_OUTCOMES}. */
+export type WaitOutcome = (typeof WAIT_OUTCOMES)[number];
 
 /** What a look at the actor found: keep waiting, or the answer. */
 export type WaitCheck<T> = { wait: true } | { wait: false; outcome: WaitOutcome; value: T };

@@ -60,13 +60,27 @@ export const REFUSAL_LOG_INTERVAL_MS = 60_000;
  */
 export const MAX_REFUSAL_LOG_ENTRIES = 256;
 
-/** Why a connection was closed without being served. */
-export type RefusalReason =
-  | "no client certificate"
-  | "untrusted certificate"
-  | "no longer trusted"
-  | "over the connection cap"
-  | "too many handshakes from one address";
+/**
+ * Every reason a connection is closed without being served: the values of
+ * the `reason` label of `wasmkeep_cluster_refused_connections_total`, each
+ * exported at 0 from the listener's start.
+ *
+ * @example
+ * ```ts
+ * import { REFUSAL_REASONS } from "./cluster_listener.ts";
+ * console.log(REFUSAL_REASONS.includes("untrusted certificate")); // true
+ * ```
+ */
+export const REFUSAL_REASONS = [
+  "no client certificate",
+  "untrusted certificate",
+  "no longer trusted",
+  "over the connection cap",
+  "too many handshakes from one address",
+] as const;
+
+/** Why a connection was closed without being served: one of {@linkcode REFUSAL_REASONS}. */
+export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 
 /** The peer a request came from, as its handshake proved it. */
 export interface ClusterPeer {

@@ -1,0 +1,173 @@
+/**
+ * The node's counters: their names, help and every value of their labels.
+ * Each series is exported at 0 from the node's start (those of the cluster
+ * from its start in cluster mode, those of the cluster listener from the
+ * listener's), not only at its first increment: a series that is missing
+ * until then cannot be told from a node that does not count it, and a rate
+ * over it misses its first increments. The label values are the lists the
+ * counting code takes its values from, so that none can be counted without
+ * being listed.
+ *
+ * @module
+ */
+
+import type { MetricsRegistry } from "./registry.ts";
+import { WAIT_OUTCOMES, type WaitOutcome } from "../cluster/failover_wait.ts";
+import { REFUSAL_REASONS, type RefusalReason } from "../http/cluster_listener.ts";
+
+/**
+ * The replication counters (counted by the executors, named in their
+ * messages), with their help.
+ *
+ * @example
+ * ```ts
+ * import { REPLICATION_COUNTERS } from "./node_counters.ts";
+ * console.log(Object.keys(REPLICATION_COUNTERS).length); // 4
+ * ```
+ */
+export const REPLICATION_COUNTERS: Readonly<Record<string, string>> = {
+  wasmkeep_snapshot_upload_failures_total:
+    "Periodic snapshot uploads not acknowledged (they cost no write).",
+  wasmkeep_restore_failures_total:
+    "Restores of an actor from the bucket that failed (bucket unavailable or history unusable).",
+  wasmkeep_history_collected_total: "Objects of old actor history deleted from the bucket.",
+  wasmkeep_history_collect_failures_total: "Deletes of old actor history that failed.",
+};
+
+/** The node's own counters, with their help. */
+export const NODE_COUNTERS = {
+  events: {
+    name: "wasmkeep_events_total",
+    help: "Actor events, by class and HTTP status class.",
+  },
+  executorRestarts: {
+    name: "wasmkeep_executor_restarts_total",
+    help: "Executor processes replaced (an event past its limit, or a crash).",
+  },
+  failoverWaits: {
+    name: "wasmkeep_failover_waits_total",
+    help: "Requests kept until their actor's takeover, by how the wait ended.",
+  },
+  refusedConnections: {
+    name: "wasmkeep_cluster_refused_connections_total",
+    help:
+      "Connections to the cluster listener closed: no certificate, one no live heartbeat names, trust withdrawn, over the cap, or too many handshakes from one address.",
+  },
+} as const;
+
+/**
+ * Every value of the `status` label of `wasmkeep_events_total`.
+ *
+ * @example
+ * ```ts
+ * import { EVENT_STATUS_CLASSES } from "./node_counters.ts";
+ * console.log(EVENT_STATUS_CLASSES.join(" ")); // 1xx 2xx 3xx 4xx 5xx
+ * ```
+ */
+export const EVENT_STATUS_CLASSES = ["1xx", "2xx", "3xx", "4xx", "5xx"] as const;
+
+/** One of {@linkcode EVENT_STATUS_CLASSES}. */
+export type EventStatusClass = (typeof EVENT_STATUS_CLASSES)[number];
+
+/**
+ * The status class of what the client is answered for an event's `status`:
+ * an actor's status that no HTTP response can carry (the `Response`
+ * constructor takes 101 and 200 to 599) is answered 502, so it is a `5xx`.
+ *
+ * @example
+ * ```ts
+ * import { eventStatusClass } from "./node_counters.ts";
+ * console.log(eventStatusClass(404), eventStatusClass(600)); // 4xx 5xx
+ * ```
+ */
+export function eventStatusClass(status: number): EventStatusClass {
+  if (status !== 101 && !(status >= 200 && status <= 599)) return "5xx";
+  return EVENT_STATUS_CLASSES[Math.floor(status / 100) - 1];
+}
+
+/**
+ * Counts on a node's registry, every series registered at 0 first.
+ *
+ * @example
+ * ```ts
+ * import { MetricsRegistry } from "./registry.ts";
+ * import { NodeCounters } from "./node_counters.ts";
+ * const metrics = new MetricsRegistry();
+ * const counters = new NodeCounters(metrics, ["counter"], { cluster: true });
+ * console.log(metrics.value("wasmkeep_failover_waits_total", { outcome: "timeout" })); // 0
+ * counters.event("counter", 200);
+ * console.log(metrics.value("wasmkeep_events_total", { class: "counter", status: "2xx" })); // 1
+ * ```
+ */
+export class NodeCounters {
+  readonly #metrics: MetricsRegistry;
+  /** One bound counter per class and status class. */
+  readonly #events = new Map<string, (by?: number) => void>();
+
+  /**
+   * Registers at 0 the replication counters, the executor restarts, the
+   * events of each of `classes` and status class, and, on a cluster node,
+   * the failover waits of each outcome.
+   */
+  constructor(metrics: MetricsRegistry, classes: Iterable<string>, options: { cluster: boolean }) {
+    this.#metrics = metrics;
+    for (const [name, help] of Object.entries(REPLICATION_COUNTERS)) {
+      metrics.counter(name, help, {}, 0);
+    }
+    const { executorRestarts, failoverWaits } = NODE_COUNTERS;
+    metrics.counter(executorRestarts.name, executorRestarts.help, {}, 0);
+    for (const className of classes) {
+      for (const status of EVENT_STATUS_CLASSES) this.#eventCounter(className, status);
+    }
+    if (options.cluster) {
+      for (const outcome of WAIT_OUTCOMES) {
+        metrics.counter(failoverWaits.name, failoverWaits.help, { outcome }, 0);
+      }
+    }
+  }
+
+  /** The cluster listener started: its refusals of each reason are registered at 0. */
+  listenerStarted(): void {
+    const { name, help } = NODE_COUNTERS.refusedConnections;
+    for (const reason of REFUSAL_REASONS) this.#metrics.counter(name, help, { reason }, 0);
+  }
+
+  /** An event of `className` was answered `status`. */
+  event(className: string, status: number): void {
+    this.#eventCounter(className, eventStatusClass(status))();
+  }
+
+  /** An executor process was replaced. */
+  executorReplaced(): void {
+    const { name, help } = NODE_COUNTERS.executorRestarts;
+    this.#metrics.counter(name, help);
+  }
+
+  /** A kept request ended with `outcome`. */
+  failoverWait(outcome: WaitOutcome): void {
+    const { name, help } = NODE_COUNTERS.failoverWaits;
+    this.#metrics.counter(name, help, { outcome });
+  }
+
+  /** The cluster listener closed a connection for `reason`. */
+  refusedConnection(reason: RefusalReason): void {
+    const { name, help } = NODE_COUNTERS.refusedConnections;
+    this.#metrics.counter(name, help, { reason });
+  }
+
+  /** An executor counted `by` on replication counter `name`. */
+  replication(name: string, by: number): void {
+    this.#metrics.counter(name, REPLICATION_COUNTERS[name] ?? name, {}, by);
+  }
+
+  #eventCounter(className: string, status: EventStatusClass): (by?: number) => void {
+    const id = `${className} ${status}`;
+    let increment = this.#events.get(id);
+    if (!increment) {
+      const { name, help } = NODE_COUNTERS.events;
+      increment = this.#metrics.boundCounter(name, help, { class: className, status });
+      this.#events.set(id, increment);
+    }
+    return increment;
+  }
+}
