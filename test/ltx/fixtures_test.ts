@@ -12,7 +12,7 @@ import {
 } from "../../src/ltx/mod.ts";
 
 const DIR = new URL(
-  "../../../shared/fixtures/litestream-v0.5.11/replica/ltx/0/",
+  "../fixtures/litestream-v0.5.11/replica/ltx/0/",
   import.meta.url,
 );
 

@@ -11,7 +11,7 @@ import {
   verifyLtxFiles,
 } from "../helpers/ltx_verify.ts";
 
-const FIXTURES = new URL("../../../shared/fixtures/litestream-v0.5.11/", import.meta.url);
+const FIXTURES = new URL("../fixtures/litestream-v0.5.11/", import.meta.url);
 const FIXTURE_LTX = new URL("replica/ltx/0/", FIXTURES);
 
 function fixturePaths(): string[] {

@@ -4,7 +4,7 @@ import { DatabaseSync } from "node:sqlite";
 import { buildWal, filledPage } from "./wal_builder.ts";
 
 const SAMPLE = new URL(
-  "../../../shared/fixtures/litestream-v0.5.11/sample.wal",
+  "../fixtures/litestream-v0.5.11/sample.wal",
   import.meta.url,
 );
 
