@@ -182,7 +182,7 @@ Deno.test("-h is --help, for every command", async () => {
   }));
   const serve = await runWasmkeep(["serve", "-h"]);
   assert.equal(serve.stdout, (await runWasmkeep(["serve", "--help"])).stdout);
-  assert.match(serve.stdout, /^  -h, --help +show this help$/m);
+  assert.match(serve.stdout, /^ {2}-h, --help +show this help$/m);
 });
 
 Deno.test("the stateless component the usage line names is said to be not in this version yet, there and when given", async () => {

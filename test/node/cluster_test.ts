@@ -42,9 +42,9 @@ for (const store of ["file", "moto"] as const) {
         assert.doesNotMatch(stopLines, /^\S+ (WARN|ERROR) /m);
         assert.match(
           stopLines,
-          /INFO  node lease given up by the clean stop: releasing the heartbeat/,
+          /INFO {2}node lease given up by the clean stop: releasing the heartbeat/,
         );
-        assert.match(stopLines, /INFO  node lease released key=nodes\/a/);
+        assert.match(stopLines, /INFO {2}node lease released key=nodes\/a/);
 
         const status = await clusterStatus(bucketUrl, env);
         assert.equal(status.code, 0, status.stderr);

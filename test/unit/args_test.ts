@@ -48,7 +48,7 @@ Deno.test("a short flag after one dash is its long flag: -h is --help", () => {
   for (const arg of ["-v", "-hv", "-H"]) {
     assert.throws(() => parseArgs([arg], SPECS, "t"), /two dashes/);
   }
-  assert.match(formatHelp("t", "Does t.", SPECS), /\n  -h, --help\s+show this help$/);
+  assert.match(formatHelp("t", "Does t.", SPECS), /\n {2}-h, --help\s+show this help$/);
 });
 
 Deno.test("help lists every flag with its default", () => {
