@@ -8,6 +8,7 @@
 import { type FlagSpec, formatHelp, parseArgs, UsageError } from "./args.ts";
 import { openBucket, type OpenBucketOptions } from "../src/bucket/open.ts";
 import type { Bucket } from "../src/bucket/bucket.ts";
+import { S3ConfigError } from "../src/bucket/s3_config.ts";
 import { leaseTiming } from "../src/cluster/lease_timing.ts";
 import {
   clusterStatus,
@@ -125,6 +126,11 @@ function bucketUrl(flags: Record<string, unknown>, command: string): string {
     throw new UsageError(`--bucket must be s3://BUCKET[/PREFIX] or file://PATH, not '${url}'`);
   }
   return url;
+}
+
+/** `AWS_*` variables the bucket cannot be opened with, as serve says it. */
+function unopened(url: string, error: S3ConfigError): string {
+  return `wasmkeep: cannot open the bucket ${url}: ${error.message}`;
 }
 
 function nodeArgument(positionals: string[], command: string): string {
@@ -266,7 +272,11 @@ export async function clusterCommand(args: string[], io: ClusterIo = consoleIo):
     try {
       output = await statusOutput(url, flags.json === true, io, now);
     } catch (error) {
-      io.stderr(`wasmkeep: cannot read bucket ${url}: ${(error as Error).message}`);
+      io.stderr(
+        error instanceof S3ConfigError
+          ? unopened(url, error)
+          : `wasmkeep: cannot read bucket ${url}: ${(error as Error).message}`,
+      );
       return 1;
     }
     io.stdout(output.text);
@@ -289,6 +299,8 @@ export async function clusterCommand(args: string[], io: ClusterIo = consoleIo):
   } catch (error) {
     if (error instanceof ClusterToolRefusal) {
       io.stderr(`wasmkeep: ${command} ${node}: ${error.message}`);
+    } else if (error instanceof S3ConfigError) {
+      io.stderr(unopened(url, error));
     } else {
       io.stderr(`wasmkeep: ${command} ${node}: bucket ${url}: ${(error as Error).message}`);
     }

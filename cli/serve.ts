@@ -249,13 +249,23 @@ const SERVE_FLAGS: FlagSpec[] = [
   { name: "help", short: "h", kind: "boolean", description: "show this help" },
 ];
 
+/** The variables an `s3://` bucket is reached with (src/bucket/s3_config.ts). */
+const SERVE_ENVIRONMENT = `Environment, with --bucket s3://...:
+  AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY  the bucket's credentials; without them serve exits at start
+  AWS_SESSION_TOKEN                         with temporary credentials
+  AWS_REGION (or AWS_DEFAULT_REGION)        the region to sign for (default us-east-1)
+  AWS_ENDPOINT (or AWS_ENDPOINT_URL)        an S3-compatible store (MinIO, R2, moto...), addressed path-style
+  AWS_ALLOW_HTTP=true                       allows a plain http:// endpoint (local testing only)
+  WASMKEEP_S3_CREDENTIALS=default-chain     credentials from the AWS SDK's own chain instead: ~/.aws
+                                            profiles, SSO, ECS/EKS container and EC2 instance roles`;
+
 /** The help text of `wasmkeep serve`. */
 export const SERVE_HELP: string = formatHelp(
   "wasmkeep serve [STATELESS.wasm (not in this version yet)] --actor CLASS=PATH... [flags]",
   "Runs a WasmKeep node: actors at /actor/<class>/<name>, health at /_wasmkeep/health,\n" +
     "readiness at /_wasmkeep/ready. SIGTERM or Ctrl-C stops it cleanly.",
   SERVE_FLAGS,
-);
+) + `\n\n${SERVE_ENVIRONMENT}`;
 
 const NODE_ID = NODE_ID_PATTERN;
 

@@ -48,7 +48,10 @@ export interface ProbeOptions {
   random: Random;
   /** Told about each failed try and the verdict. */
   log?: (level: "info" | "warn", message: string) => void;
-  /** Stops retrying a bucket that does not answer: the probe rejects with its reason. */
+  /**
+   * Stops retrying a bucket that does not answer or refuses the credentials:
+   * the probe rejects with its reason.
+   */
   signal?: AbortSignal;
 }
 
@@ -64,9 +67,10 @@ export const REPLACE_IGNORED: string =
 
 /**
  * Probes `bucket` until it answers, then tells whether it keeps conditional
- * writes. A bucket that does not answer (network error, 5xx) is tried again
- * with backoff until `signal` aborts; a request it refuses for good (access
- * denied, conditions not implemented) is a verdict.
+ * writes. A bucket that does not answer (network error, 5xx) or refuses the
+ * credentials (403: a key not valid yet, a policy not applied yet) is tried
+ * again with backoff until `signal` aborts; any other refusal (no such
+ * bucket, conditions not implemented) is a verdict.
  *
  * @example Refusing to start on a store that ignores conditions
  * ```ts
@@ -82,7 +86,7 @@ export async function probeBucket(bucket: Bucket, options: ProbeOptions): Promis
   for (let attempt = 1;; attempt++) {
     signal?.throwIfAborted();
     const key = probeKey(randomHex(random, 12));
-    let unanswered: BucketUnavailable;
+    let failure: BucketUnavailable | BucketRequestError;
     try {
       const result = await probeOnce(bucket, key, signal);
       log?.(
@@ -93,8 +97,8 @@ export async function probeBucket(bucket: Bucket, options: ProbeOptions): Promis
       );
       return result;
     } catch (e) {
-      if (!(e instanceof BucketUnavailable)) throw e;
-      unanswered = e;
+      if (!(e instanceof BucketUnavailable) && !refusesCredentials(e)) throw e;
+      failure = e;
     } finally {
       await bucket.delete(key, { signal }).catch((e) => {
         log?.("warn", `could not remove the probe object ${key}: ${errorText(e)}`);
@@ -102,14 +106,20 @@ export async function probeBucket(bucket: Bucket, options: ProbeOptions): Promis
     }
     const pause = Math.min(PROBE_RETRY_MAX_MS, PROBE_RETRY_BASE_MS * 2 ** (attempt - 1)) *
       (0.5 + random.next() / 2);
-    log?.(
-      "warn",
-      `the bucket does not answer yet (${unanswered.message}); probing again in ${
-        Math.round(pause)
-      } ms`,
-    );
+    const why = failure instanceof BucketUnavailable
+      ? "the bucket does not answer yet"
+      : "the bucket refused this node's credentials";
+    log?.("warn", `${why} (${failure.message}); probing again in ${Math.round(pause)} ms`);
     await clock.sleep(pause, signal);
   }
+}
+
+/**
+ * A 403 (AccessDenied, InvalidAccessKeyId, SignatureDoesNotMatch): the
+ * credentials, not the bucket, and they may be fixed while the node waits.
+ */
+function refusesCredentials(e: unknown): e is BucketRequestError {
+  return e instanceof BucketRequestError && e.status === 403;
 }
 
 function errorText(e: unknown): string {
@@ -130,6 +140,7 @@ async function probeOnce(bucket: Bucket, key: string, signal?: AbortSignal): Pro
     return { ok: true };
   } catch (e) {
     if (e instanceof PreconditionFailed && e.maybeOwnWrite) throw inconclusive(e);
+    if (refusesCredentials(e)) throw e;
     if (e instanceof BucketRequestError || e instanceof PreconditionFailed) {
       return {
         ok: false,

@@ -119,7 +119,15 @@ export class S3Bucket implements Bucket {
       region: settings.region,
       endpoint: settings.endpoint,
       forcePathStyle: settings.endpoint !== undefined,
-      credentials: settings.credentials,
+      // Left out, the SDK would run its default chain (~/.aws, SSO, container
+      // and instance metadata): only where the user opted in (s3_config.ts).
+      credentials: settings.credentials === "default-chain" ? undefined : settings.credentials,
+      // Not "auto", which AWS_DEFAULTS_MODE or ~/.aws/config may ask for: it
+      // asks the instance metadata service for the region.
+      defaultsMode: "legacy",
+      // The endpoint is the AWS_ENDPOINT variables' (s3_config.ts), never an
+      // endpoint_url from ~/.aws/config, which would skip the plain-http check.
+      ignoreConfiguredEndpointUrls: true,
       maxAttempts: 1,
       // Checksums by default are refused by some S3-compatible stores; conditions need none.
       requestChecksumCalculation: "WHEN_REQUIRED",

@@ -182,9 +182,14 @@ Deno.test("s3 settings: plain http needs AWS_ALLOW_HTTP", () => {
     AWS_SECRET_ACCESS_KEY: "secret",
   });
   assertEquals(settings.region, "eu-west-3");
-  assertEquals(settings.credentials?.accessKeyId, "id");
-  assertEquals(s3SettingsFromEnv({}).region, "us-east-1");
-  assertEquals(s3SettingsFromEnv({}).endpoint, undefined);
+  assertEquals(settings.credentials, {
+    accessKeyId: "id",
+    secretAccessKey: "secret",
+    sessionToken: undefined,
+  });
+  const keys = { AWS_ACCESS_KEY_ID: "id", AWS_SECRET_ACCESS_KEY: "secret" };
+  assertEquals(s3SettingsFromEnv(keys).region, "us-east-1");
+  assertEquals(s3SettingsFromEnv(keys).endpoint, undefined);
 });
 
 Deno.test("s3 URLs: bucket and prefix", () => {
@@ -195,7 +200,9 @@ Deno.test("s3 URLs: bucket and prefix", () => {
 });
 
 Deno.test("openBucket: s3:// and file:// URLs, a clear error for others", async () => {
-  const s3 = openBucket("s3://b/p", { env: { AWS_REGION: "us-east-1" } });
+  const s3 = openBucket("s3://b/p", {
+    env: { AWS_REGION: "us-east-1", AWS_ACCESS_KEY_ID: "id", AWS_SECRET_ACCESS_KEY: "secret" },
+  });
   assert(s3 instanceof S3Bucket);
   await s3.close();
   const file = openBucket("file:///tmp/x");
