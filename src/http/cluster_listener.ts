@@ -27,6 +27,7 @@ import type http from "node:http";
 import https from "node:https";
 import type { Socket } from "node:net";
 import type tls from "node:tls";
+import { isValidHost } from "./client_handler.ts";
 import { IDLE_TIMEOUT_MS } from "./forward.ts";
 import type { Logger } from "../log.ts";
 import type { NodeIdentity } from "../security/node_identity.ts";
@@ -145,8 +146,6 @@ const HOP_BY_HOP = new Set([
   "upgrade",
 ]);
 const EMPTY = new Uint8Array(0);
-/** A host header's name or address (IPv6 in brackets) and optional port. */
-const HOST_HEADER = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?$/;
 const encoder = new TextEncoder();
 
 /**
@@ -583,12 +582,14 @@ export class ClusterListener {
 }
 
 /**
- * `https://<host><target>`, with `cluster` for a missing or malformed host
- * header: only a name or address and a port, so that no character of it can
- * move into the path.
+ * `https://<host><target>`, with `cluster` for a missing host header or one
+ * that is not a valid host[:port] ({@linkcode isValidHost}), so that no
+ * character of it can move into the path and no port can make `new URL`
+ * throw. The handler still sees the header as sent: the node's
+ * (`createClientHandler`) answers a malformed one 400, as on the client port.
  */
 function requestUrl(host: string | undefined, target: string): URL | undefined {
-  const authority = host !== undefined && HOST_HEADER.test(host) ? host : "cluster";
+  const authority = host !== undefined && isValidHost(host) ? host : "cluster";
   try {
     return new URL(`https://${authority}${target}`);
   } catch {
