@@ -1,7 +1,7 @@
 /**
  * The replication benchmark (issue 4), in process with the real parts: an
  * `ActorDatabase` on a temporary directory, its `ActorReplica` opened as
- * `src/actors/executor_main.ts` opens it, real buckets (`MemoryBucket`, a
+ * `src/executor/runtime.ts` opens it, real buckets (`MemoryBucket`, a
  * `FileBucket` on the data root, and moto's S3 server when it starts), and
  * `restoreActor`. No HTTP and no Wasm: that is the counter benchmark's job.
  *

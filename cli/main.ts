@@ -7,8 +7,8 @@
 import { UsageError } from "./args.ts";
 import { SERVE_HELP, serveCommand } from "./serve.ts";
 import { CLUSTER_HELP, clusterCommand } from "./cluster.ts";
-import { runExecutor } from "../src/actors/executor_main.ts";
-import { executorNodePid } from "../src/actors/executor_lifeline.ts";
+import { runExecutor } from "../src/executor/main.ts";
+import { executorNodePid } from "../src/executor/lifeline.ts";
 import { VERSION } from "../src/version.ts";
 import { ComponentError } from "../src/actors/component.ts";
 import { type NodeDependencies, NodeStartError } from "../src/node.ts";

@@ -39,7 +39,7 @@
 import type { ActorKey } from "../src/actors/key.ts";
 import { actorKeyString } from "../src/actors/key.ts";
 import { actorDatabasePath, type ActorRequest } from "../src/actors/protocol.ts";
-import type { EventOutcome } from "../src/actors/executor_pool.ts";
+import type { EventOutcome } from "../src/actors/protocol.ts";
 import { ReplicatedStore } from "../src/actors/actor_store.ts";
 import type {
   Bucket,

@@ -12,8 +12,8 @@
 import type { Clock, Timer } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
 import { type ActorKey, actorKeyString } from "./key.ts";
-import type { ActorRequest } from "./protocol.ts";
-import type { EventOutcome, ExecutorPool, UnstartedEvent } from "./executor_pool.ts";
+import type { ActorRequest, EventOutcome } from "./protocol.ts";
+import type { ExecutorPool, UnstartedEvent } from "./executor_pool.ts";
 
 /** A hold on an actor: this node owns it at `generation` until it releases it. */
 export interface ActorHold {

@@ -13,8 +13,8 @@
  */
 
 import type { Clock } from "../time/clock.ts";
-import type { ActorCall, EventOutcome } from "./executor_pool.ts";
-import type { ActorRequest, ActorResponse, CallAnswer } from "./protocol.ts";
+import type { ActorCall } from "./executor_pool.ts";
+import type { ActorRequest, ActorResponse, CallAnswer, EventOutcome } from "./protocol.ts";
 import { type ActorKey, actorNameProblem } from "./key.ts";
 import { actorRef, callRefusal, withCallHeaders } from "./call_chain.ts";
 

@@ -1,6 +1,6 @@
 /**
  * The execution plane as the main thread sees it: a few executor processes
- * (executor_main.ts), actors sharded over them by key. The pool enforces the
+ * (src/executor/), actors sharded over them by key. The pool enforces the
  * wall-clock limit of events: an event past it is answered 504, and an
  * executor stuck in it is killed and replaced without touching the other
  * executors or the main thread.
@@ -13,17 +13,21 @@ import type { Logger } from "../log.ts";
 import { type ActorKey, actorKeyString } from "./key.ts";
 import type {
   ActorRequest,
-  ActorResponse,
   CallAnswer,
+  EventOutcome,
   ExecutorClass,
   FromExecutor,
   ToExecutor,
 } from "./protocol.ts";
-import { FrameSender, readFrames } from "./frames.ts";
 import { PendingEvents } from "./pending_events.ts";
-import { makeSocketDir } from "./executor_sockets.ts";
+import {
+  type ExecutorChannel,
+  type ExecutorCommand,
+  type ExecutorExit,
+  type ExecutorLauncher,
+  ProcessLauncher,
+} from "./executor_launcher.ts";
 import { RESTORE_MAX_READ_BYTES, RESTORE_MAX_READS } from "../replication/read_limiter.ts";
-import type { Plain } from "./codec.ts";
 
 /**
  * How long an executor gets to confirm it dropped a timed-out event before
@@ -64,18 +68,6 @@ export const RESPAWN_BACKOFF_MAX_MS = 30_000;
  */
 export const CLOSE_GRACE_MS = 19_000;
 
-/** How an event ended. */
-export type EventOutcome =
-  /** `node`: the node that ran it, when another one did (a forwarded request). */
-  | { kind: "response"; response: ActorResponse; node?: string }
-  | {
-    kind: "failed";
-    status: number;
-    message: string;
-    /** The node holding the actor, when the take found it held (nothing ran). */
-    heldBy?: string;
-  };
-
 /** Options of {@linkcode ExecutorPool}. */
 export interface ExecutorPoolOptions {
   /** Number of executor processes (one per core by default). */
@@ -92,10 +84,13 @@ export interface ExecutorPoolOptions {
   clock: Clock;
   log: Logger;
   /**
-   * The program and arguments that start an executor on `socketPath`; by
-   * default this binary (`__executor`) or `deno run` on executor_main.ts.
+   * The program and arguments that start an executor process on
+   * `socketPath`; by default this binary (`__executor`) or `deno run` on
+   * src/executor/main.ts.
    */
-  command?: (socketPath: string) => { program: string; args: string[] };
+  command?: ExecutorCommand;
+  /** Starts the executors; by default as processes (`command`). */
+  launcher?: ExecutorLauncher;
   /**
    * Told when an executor was replaced, so the actors it held are no longer
    * resident, with the events it had not started: the caller runs them
@@ -160,13 +155,10 @@ interface PendingEvent {
 interface Executor {
   index: number;
   /** Unset while a back-off after crashes delays its start. */
-  process?: Deno.ChildProcess;
+  channel?: ExecutorChannel;
   /** When it was started, on the clock's monotonic time. */
   startedAt: number;
-  /** Set once the executor connected. */
-  sender?: FrameSender;
-  conn?: Deno.Conn;
-  /** Messages posted before it connected. */
+  /** Messages posted before it was launched. */
   early: ToExecutor[];
   /** Set when the pool killed the process on purpose. */
   killed: boolean;
@@ -202,9 +194,7 @@ export function shardOf(id: string, size: number): number {
 export class ExecutorPool {
   readonly #options: ExecutorPoolOptions;
   readonly #executors: Executor[] = [];
-  /** Where the executors' sockets are; removed by close(). */
-  readonly #socketDir: string;
-  #spawned = 0;
+  readonly #launcher: ExecutorLauncher;
   /** Crashes at start in a row, per executor index. */
   readonly #crashStreak: number[] = [];
   #seq = 0;
@@ -213,7 +203,7 @@ export class ExecutorPool {
 
   constructor(options: ExecutorPoolOptions) {
     this.#options = options;
-    this.#socketDir = makeSocketDir(options.log);
+    this.#launcher = options.launcher ?? new ProcessLauncher(options.log, options.command);
     for (let index = 0; index < options.size; index++) {
       this.#executors.push(this.#spawn(index));
     }
@@ -254,17 +244,12 @@ export class ExecutorPool {
     });
     const start = () => {
       if (this.#closing || this.#executors[index] !== executor) return;
-      const socketPath = `${this.#socketDir}/e${index}-${++this.#spawned}.sock`;
-      let listener: Deno.Listener | undefined;
+      let channel: ExecutorChannel;
       try {
-        listener = Deno.listen({ transport: "unix", path: socketPath });
-        const { program, args } = (this.#options.command ?? defaultCommand)(socketPath);
-        executor.process = new Deno.Command(program, {
-          args,
-          stdin: "null",
-          stdout: "inherit",
-          stderr: "inherit",
-        }).spawn();
+        channel = this.#launcher.launch(index, {
+          onMessage: (message) => this.#onMessage(executor, message),
+          onExit: (exit) => this.#onExit(executor, exit),
+        });
       } catch (error) {
         // No socket or no process (out of files, of memory, no program):
         // a crash at start, so the next try waits out the back-off.
@@ -272,70 +257,32 @@ export class ExecutorPool {
           executor: index,
           error: String(error),
         });
-        if (listener) {
-          listener.close();
-          Deno.remove(socketPath).catch(() => {});
-        }
         this.#replace(executor, "crashed");
         return;
       }
-      this.#connect(executor, listener, socketPath);
+      executor.channel = channel;
+      for (const message of executor.early.splice(0)) channel.send(message);
     };
     if (delayMs > 0) this.#options.clock.setTimer(delayMs, start);
     else queueMicrotask(start);
     return executor;
   }
 
-  async #connect(executor: Executor, listener: Deno.Listener, socketPath: string) {
-    // The process may die before it connects: then accept() would wait
-    // forever, so its exit closes the listener.
-    executor.process!.status.then(() => listener.close()).catch(() => {});
-    try {
-      const conn = await listener.accept() as Deno.Conn;
-      executor.conn = conn;
-      // The events of one turn go out in one write (see FrameBatching).
-      executor.sender = new FrameSender(conn, "turn");
-      for (const message of executor.early.splice(0)) {
-        executor.sender.send(message as unknown as Plain);
-      }
-      for await (const message of readFrames(conn)) {
-        this.#onMessage(executor, message as unknown as FromExecutor);
-      }
-    } catch (error) {
-      if (!executor.killed && !(error instanceof Deno.errors.BadResource)) {
-        this.#options.log.error("executor connection failed", {
-          executor: executor.index,
-          error: String(error),
-        });
-      }
-    } finally {
-      try {
-        listener.close();
-      } catch {
-        // Closed when the process exited.
-      }
-      await Deno.remove(socketPath).catch(() => {});
-    }
-    try {
-      executor.conn?.close();
-    } catch {
-      // Closed already.
-    }
-    const status = await executor.process!.status;
+  #onExit(executor: Executor, exit: ExecutorExit) {
     executor.closed?.();
     if (executor.killed || this.#closing) return;
     // It died by itself (a crash, or killed from outside): nothing tells
     // which of its events had started, so none is run again.
     this.#options.log.error("executor exited", {
       executor: executor.index,
-      code: status.code,
-      signal: status.signal ?? undefined,
+      code: exit.code ?? undefined,
+      signal: exit.signal,
     });
     this.#replace(executor, "crashed");
   }
 
   #write(executor: Executor, message: ToExecutor) {
-    if (executor.sender) executor.sender.send(message as unknown as Plain);
+    if (executor.channel) executor.channel.send(message);
     else executor.early.push(message);
   }
 
@@ -556,11 +503,7 @@ export class ExecutorPool {
   #replace(executor: Executor, why: "stuck" | "crashed") {
     if (this.#executors[executor.index] !== executor || this.#closing) return;
     executor.killed = true;
-    try {
-      executor.process?.kill("SIGKILL");
-    } catch {
-      // Already exited.
-    }
+    executor.channel?.kill();
     // A crash soon after the start is likely to happen again (a broken
     // install, no memory): the next start waits, longer each time in a row.
     const lifetime = this.#options.clock.monotonic() - executor.startedAt;
@@ -626,7 +569,7 @@ export class ExecutorPool {
     until = 0,
   ): Promise<EventOutcome> {
     const executor = this.#executors[index];
-    if (!executor.process && executor.startedAt > this.#options.clock.monotonic()) {
+    if (!executor.channel && executor.startedAt > this.#options.clock.monotonic()) {
       return Promise.resolve({
         kind: "failed",
         status: 503,
@@ -684,7 +627,7 @@ export class ExecutorPool {
    */
   extendLease(until: number): void {
     for (const executor of this.#executors) {
-      if (executor.sender) this.#write(executor, { type: "lease", until });
+      if (executor.channel?.connected) this.#write(executor, { type: "lease", until });
     }
   }
 
@@ -708,7 +651,7 @@ export class ExecutorPool {
     const closed = Promise.all(this.#executors.map((executor) =>
       new Promise<void>((resolve) => {
         // One that never connected has not had its init: no database to close.
-        if (!executor.sender || this.#runningEvent(executor)) return resolve();
+        if (!executor.channel?.connected || this.#runningEvent(executor)) return resolve();
         executor.closed = resolve;
         this.#write(executor, { type: "shutdown" });
       })
@@ -728,27 +671,11 @@ export class ExecutorPool {
         });
       }
       executor.pending.clear();
-      if (!executor.process) continue;
-      try {
-        executor.process.kill("SIGKILL");
-      } catch {
-        // Exited already, as it should have.
-      }
-      await executor.process.status;
+      if (!executor.channel) continue;
+      // Exited already, as it should have, unless its grace ran out.
+      executor.channel.kill();
+      await executor.channel.exited;
     }
-    await Deno.remove(this.#socketDir, { recursive: true }).catch(() => {});
+    await this.#launcher.close();
   }
-}
-
-/**
- * How to start an executor: the compiled binary runs itself with a hidden
- * command; `deno run` runs the executor module by its URL (a file, or JSR).
- */
-function defaultCommand(socketPath: string): { program: string; args: string[] } {
-  const program = Deno.execPath();
-  const binary = program.split(/[\\/]/).pop()!;
-  const node = String(Deno.pid);
-  if (!/^deno(\.exe)?$/.test(binary)) return { program, args: ["__executor", socketPath, node] };
-  const module = new URL("./executor_main.ts", import.meta.url).href;
-  return { program, args: ["run", "-A", "--no-prompt", module, socketPath, node] };
 }

@@ -6,6 +6,7 @@
  */
 
 import { actorFileStem, type ActorKey } from "./key.ts";
+import type { Plain } from "./codec.ts";
 
 /** An HTTP request as the actor interface carries it (`types.http-request`). */
 export interface ActorRequest {
@@ -27,6 +28,18 @@ export interface ActorResponse {
 export type CallAnswer =
   | { ok: true; response: ActorResponse }
   | { ok: false; error: string };
+
+/** How an event ended. */
+export type EventOutcome =
+  /** `node`: the node that ran it, when another one did (a forwarded request). */
+  | { kind: "response"; response: ActorResponse; node?: string }
+  | {
+    kind: "failed";
+    status: number;
+    message: string;
+    /** The node holding the actor, when the take found it held (nothing ran). */
+    heldBy?: string;
+  };
 
 /** A class as an executor needs it. */
 export interface ExecutorClass {
@@ -156,4 +169,249 @@ export type FromExecutor =
  */
 export function actorDatabasePath(dataDir: string, actor: ActorKey): string {
   return `${dataDir}/actors/${actor.tenant}/${actor.class}/${actorFileStem(actor.name)}.db`;
+}
+
+/** A message across the process boundary that is not of the protocol's shape. */
+export class ProtocolError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ProtocolError";
+  }
+}
+
+type Fields = { [key: string]: Plain };
+
+function fields(value: Plain, what: string): Fields {
+  if (
+    value === null || typeof value !== "object" || Array.isArray(value) ||
+    value instanceof Uint8Array
+  ) {
+    throw new ProtocolError(`${what} is not a record`);
+  }
+  return value;
+}
+
+function int(record: Fields, name: string): number {
+  const value = record[name];
+  if (typeof value !== "number" || !Number.isSafeInteger(value)) {
+    throw new ProtocolError(`${name} is not an integer`);
+  }
+  return value;
+}
+
+function finite(record: Fields, name: string): number {
+  const value = record[name];
+  if (typeof value !== "number" || !Number.isFinite(value)) {
+    throw new ProtocolError(`${name} is not a number`);
+  }
+  return value;
+}
+
+function text(record: Fields, name: string): string {
+  const value = record[name];
+  if (typeof value !== "string") throw new ProtocolError(`${name} is not a string`);
+  return value;
+}
+
+function flag(record: Fields, name: string): boolean {
+  const value = record[name];
+  if (typeof value !== "boolean") throw new ProtocolError(`${name} is not a boolean`);
+  return value;
+}
+
+function bytes(record: Fields, name: string): Uint8Array {
+  const value = record[name];
+  if (!(value instanceof Uint8Array)) throw new ProtocolError(`${name} is not bytes`);
+  return value;
+}
+
+function strings(record: Fields, name: string): string[] {
+  const value = record[name];
+  if (!Array.isArray(value) || !value.every((v) => typeof v === "string")) {
+    throw new ProtocolError(`${name} is not a list of strings`);
+  }
+  return value as string[];
+}
+
+function headers(record: Fields, name: string): [string, string][] {
+  const value = record[name];
+  if (
+    !Array.isArray(value) ||
+    !value.every((h) =>
+      Array.isArray(h) && h.length === 2 && typeof h[0] === "string" && typeof h[1] === "string"
+    )
+  ) {
+    throw new ProtocolError(`${name} is not a list of header pairs`);
+  }
+  return value as [string, string][];
+}
+
+function actorKey(record: Fields, name: string): ActorKey {
+  const key = fields(record[name], name);
+  return { tenant: text(key, "tenant"), class: text(key, "class"), name: text(key, "name") };
+}
+
+function request(record: Fields, name: string): ActorRequest {
+  const r = fields(record[name], name);
+  return {
+    method: text(r, "method"),
+    path: text(r, "path"),
+    query: text(r, "query"),
+    headers: headers(r, "headers"),
+    body: bytes(r, "body"),
+  };
+}
+
+function response(record: Fields, name: string): ActorResponse {
+  const r = fields(record[name], name);
+  return { status: int(r, "status"), headers: headers(r, "headers"), body: bytes(r, "body") };
+}
+
+function callAnswer(record: Fields, name: string): CallAnswer {
+  const answer = fields(record[name], name);
+  if (flag(answer, "ok")) return { ok: true, response: response(answer, "response") };
+  return { ok: false, error: text(answer, "error") };
+}
+
+function executorClass(value: Plain): ExecutorClass {
+  const c = fields(value, "a class");
+  const modules = fields(c.coreModules, "coreModules");
+  for (const [name, module] of Object.entries(modules)) {
+    if (!(module instanceof Uint8Array)) {
+      throw new ProtocolError(`core module ${name} is not bytes`);
+    }
+  }
+  const config = fields(c.config, "config");
+  for (const [name, value] of Object.entries(config)) {
+    if (typeof value !== "string") throw new ProtocolError(`config ${name} is not a string`);
+  }
+  const direct = c.directModule;
+  if (direct !== undefined && typeof direct !== "string") {
+    throw new ProtocolError("directModule is not a string");
+  }
+  return {
+    className: text(c, "className"),
+    hash: text(c, "hash"),
+    glue: text(c, "glue"),
+    coreModules: modules as Record<string, Uint8Array>,
+    directModule: direct,
+    config: config as Record<string, string>,
+  };
+}
+
+/**
+ * A frame from the node as an executor's message, checked field by field:
+ * a frame of another shape (another version's, or a bug) is refused with a
+ * {@linkcode ProtocolError} instead of being taken for a message.
+ *
+ * @example
+ * ```ts
+ * import { toExecutorMessage } from "./protocol.ts";
+ * toExecutorMessage({ type: "lease", until: 1700000000000 }); // { type: "lease", until: 1700000000000 }
+ * ```
+ */
+export function toExecutorMessage(frame: Plain): ToExecutor {
+  const m = fields(frame, "a message");
+  const type = text(m, "type");
+  switch (type) {
+    case "init": {
+      const classes = m.classes;
+      if (!Array.isArray(classes)) throw new ProtocolError("classes is not a list");
+      return {
+        type,
+        dataDir: text(m, "dataDir"),
+        maxOpenDatabases: int(m, "maxOpenDatabases"),
+        databaseIdleMs: int(m, "databaseIdleMs"),
+        eventTimeoutMs: int(m, "eventTimeoutMs"),
+        classes: classes.map(executorClass),
+        logLevel: text(m, "logLevel"),
+        replicate: flag(m, "replicate"),
+        bucketUrl: text(m, "bucketUrl"),
+        nodeId: text(m, "nodeId"),
+        historyRetentionMs: int(m, "historyRetentionMs"),
+        restoreReads: int(m, "restoreReads"),
+        restoreBytes: int(m, "restoreBytes"),
+      };
+    }
+    case "event":
+      return {
+        type,
+        seq: int(m, "seq"),
+        actor: actorKey(m, "actor"),
+        generation: int(m, "generation"),
+        until: finite(m, "until"),
+        request: request(m, "request"),
+      };
+    case "drop":
+      return { type, actor: actorKey(m, "actor"), generation: int(m, "generation") };
+    case "abandon":
+      return { type, seq: int(m, "seq"), actor: actorKey(m, "actor") };
+    case "discard-all":
+    case "shutdown":
+      return { type };
+    case "lease":
+      return { type, until: finite(m, "until") };
+    case "hold":
+      return { type, id: int(m, "id"), ok: flag(m, "ok") };
+    case "call-answer":
+      return { type, id: int(m, "id"), answer: callAnswer(m, "answer") };
+  }
+  throw new ProtocolError(`unknown message type '${type}' to an executor`);
+}
+
+/**
+ * A frame from an executor as a message to the node, checked field by field
+ * (see {@linkcode toExecutorMessage}).
+ *
+ * @example
+ * ```ts
+ * import { fromExecutorMessage } from "./protocol.ts";
+ * fromExecutorMessage({ type: "abandoned", seq: 3 }); // { type: "abandoned", seq: 3 }
+ * ```
+ */
+export function fromExecutorMessage(frame: Plain): FromExecutor {
+  const m = fields(frame, "a message");
+  const type = text(m, "type");
+  switch (type) {
+    case "ready":
+    case "closed":
+      return { type };
+    case "done":
+      return { type, seq: int(m, "seq"), response: response(m, "response") };
+    case "failed":
+      return { type, seq: int(m, "seq"), status: int(m, "status"), message: text(m, "message") };
+    case "abandoned":
+    case "suspended":
+    case "resumed":
+      return { type, seq: int(m, "seq") };
+    case "call":
+      return {
+        type,
+        id: int(m, "id"),
+        seq: int(m, "seq"),
+        caller: actorKey(m, "caller"),
+        chain: strings(m, "chain"),
+        target: actorKey(m, "target"),
+        request: request(m, "request"),
+      };
+    case "check-hold":
+      return {
+        type,
+        id: int(m, "id"),
+        actor: actorKey(m, "actor"),
+        generation: int(m, "generation"),
+      };
+    case "give-up":
+      return { type, actor: actorKey(m, "actor"), generation: int(m, "generation") };
+    case "dropped":
+      return {
+        type,
+        actor: actorKey(m, "actor"),
+        generation: int(m, "generation"),
+        landed: flag(m, "landed"),
+      };
+    case "count":
+      return { type, name: text(m, "name"), by: finite(m, "by") };
+  }
+  throw new ProtocolError(`unknown message type '${type}' from an executor`);
 }

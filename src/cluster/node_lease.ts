@@ -157,6 +157,20 @@ export interface NodeLeaseOptions {
   onExtended?: (validUntil: number) => void;
 }
 
+/**
+ * Who follows the lease after it was made (the node's reactions, its
+ * duties, its executors): {@linkcode NodeLease.subscribe}. Each is called
+ * after the options' own callback of the same event, in subscription order.
+ */
+export interface LeaseListener {
+  /** As {@linkcode NodeLeaseOptions.onChange}. */
+  changed?(valid: boolean, cause: LeaseChangeCause): void;
+  /** As {@linkcode NodeLeaseOptions.onLost}. */
+  lost?(reason: NodeLeaseLost): void;
+  /** As {@linkcode NodeLeaseOptions.onExtended}. */
+  extended?(validUntil: number): void;
+}
+
 /** Where the lease is in its life. */
 export type NodeLeaseState = "new" | "running" | "releasing" | "released" | "lost" | "closed";
 
@@ -209,6 +223,7 @@ export class NodeLease {
   readonly #onChange: (valid: boolean, cause: LeaseChangeCause) => void;
   readonly #onLost: (reason: NodeLeaseLost) => void;
   readonly #onExtended: (validUntil: number) => void;
+  readonly #listeners: LeaseListener[] = [];
   readonly #key: string;
   /** Aborts a write or read in flight at `close`. */
   readonly #closing = new AbortController();
@@ -243,10 +258,52 @@ export class NodeLease {
     this.#processToken = options.processToken;
     this.#timing = options.timing;
     this.#describe = options.describe;
-    this.#onChange = options.onChange ?? (() => {});
-    this.#onLost = options.onLost ?? (() => {});
-    this.#onExtended = options.onExtended ?? (() => {});
+    const onChange = options.onChange;
+    const onLost = options.onLost;
+    const onExtended = options.onExtended;
+    this.#onChange = (valid, cause) => {
+      onChange?.(valid, cause);
+      for (const listener of this.#listeners) listener.changed?.(valid, cause);
+    };
+    this.#onLost = (reason) => {
+      onLost?.(reason);
+      for (const listener of this.#listeners) listener.lost?.(reason);
+    };
+    this.#onExtended = (validUntil) => {
+      onExtended?.(validUntil);
+      for (const listener of this.#listeners) listener.extended?.(validUntil);
+    };
     this.#key = nodeKey(options.nodeId);
+  }
+
+  /**
+   * Follows the lease's changes, loss and extensions from now on; returns
+   * the function that stops following.
+   *
+   * @example
+   * ```ts
+   * import { NodeLease } from "./node_lease.ts";
+   * import { leaseTiming } from "./lease_timing.ts";
+   * import { MemoryBucket } from "../bucket/memory.ts";
+   * import { systemClock } from "../time/clock.ts";
+   * import { createLogger } from "../log.ts";
+   * const lease = new NodeLease({
+   *   bucket: new MemoryBucket(), clock: systemClock, log: createLogger(), nodeId: "a",
+   *   processToken: "0123456789abcdef", timing: leaseTiming(),
+   *   describe: () => ({ address: "http://a:8080", readsSecrets: false, takesMoved: true,
+   *     version: "0.3.0", state: "serving" }),
+   * });
+   * const stop = lease.subscribe({ changed: (valid) => console.log("lease valid:", valid) });
+   * stop();
+   * lease.close();
+   * ```
+   */
+  subscribe(listener: LeaseListener): () => void {
+    this.#listeners.push(listener);
+    return () => {
+      const at = this.#listeners.indexOf(listener);
+      if (at >= 0) this.#listeners.splice(at, 1);
+    };
   }
 
   /**

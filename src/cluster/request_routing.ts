@@ -8,8 +8,7 @@
  */
 
 import type { ActorKey } from "../actors/key.ts";
-import type { ActorRequest } from "../actors/protocol.ts";
-import type { EventOutcome } from "../actors/executor_pool.ts";
+import type { ActorRequest, EventOutcome } from "../actors/protocol.ts";
 import type { CallNotRun } from "../actors/call_router.ts";
 import type { Logger } from "../log.ts";
 import { FORWARDED_BY_HEADER } from "../http/forward.ts";

@@ -5,8 +5,7 @@
  */
 
 import { type ActorKey, actorNameProblem } from "../actors/key.ts";
-import type { EventOutcome } from "../actors/executor_pool.ts";
-import type { ActorRequest } from "../actors/protocol.ts";
+import type { ActorRequest, EventOutcome } from "../actors/protocol.ts";
 import { concatBytes } from "../bytes.ts";
 import { withCallHeaders } from "../actors/call_chain.ts";
 import { CALL_HEADERS } from "../security/call_signature.ts";

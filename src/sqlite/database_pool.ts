@@ -57,6 +57,11 @@ export class DatabasePool {
     return db;
   }
 
+  /** The paths of the open databases, least recently used first. */
+  openPaths(): string[] {
+    return [...this.#open.keys()];
+  }
+
   /** The database at `path` if it is open. */
   peek(path: string): ActorDatabase | undefined {
     return this.#open.get(path)?.db;

@@ -57,7 +57,7 @@ export function slowBucketExecutorCommand(
       },
     }),
   );
-  const module = new URL("../../src/actors/executor_main.ts", import.meta.url).href;
+  const module = new URL("../../src/executor/main.ts", import.meta.url).href;
   return (socketPath) => ({
     program: Deno.execPath(),
     args: ["run", "-A", "--no-prompt", `--import-map=${map}`, module, socketPath],

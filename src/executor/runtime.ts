@@ -1,48 +1,43 @@
 /**
- * An executor process: instantiates actor components and runs their events,
- * with the actors' SQLite databases. The node kills it (SIGKILL) when an
- * event runs past its wall-clock limit, which ends the loop, the instances
- * and the database connections with their locks at once; a terminated Deno
- * Worker would keep spinning and keep its connections (docs/adr/0001).
+ * An executor's runtime: what runs actors' events, apart from the process it
+ * runs in (main.ts: socket, frames, signals). It holds the run token (one
+ * event at a time; a waiting event lets the next run, ADR 0003), makes the
+ * host's imports, wakes actors (opening their stores: the restore from the
+ * bucket in cluster mode), and bounds every event by the node's lease (an
+ * epoch per `discard-all`, the lease's end on the wall clock) and by its
+ * wall-clock limit while it waits.
  *
- * It connects to the Unix socket the node names in its arguments and
- * exchanges framed messages (frames.ts) on it; its log goes to stderr, which
- * it shares with the node.
+ * Every clock, random source and bucket it uses is given to it, so the
+ * simulator runs this runtime with a program of its own in place of a
+ * component (sim/executor_host.ts).
  *
  * @module
  */
 
-import { createLogger, type Logger, type LogLevel } from "../log.ts";
-import { type ActorKey, actorKeyString } from "./key.ts";
+import type { Logger } from "../log.ts";
+import { type ActorKey, actorKeyString } from "../actors/key.ts";
 import {
   actorDatabasePath,
   type ActorRequest,
   type CallAnswer,
-  type ExecutorClass,
   type ExecutorInit,
   type FromExecutor,
   type ToExecutor,
-} from "./protocol.ts";
-import { FrameSender, readFrames } from "./frames.ts";
-import { bindToNode, executorNodePid } from "./executor_lifeline.ts";
-import { waitingChain } from "./call_chain.ts";
+} from "../actors/protocol.ts";
+import { waitingChain } from "../actors/call_chain.ts";
 import { DatabasePool } from "../sqlite/database_pool.ts";
-import { type ActorDatabase, type SqlError, toSqlError } from "../sqlite/actor_database.ts";
-import { openBucket } from "../bucket/open.ts";
-import { systemClock, systemRandom } from "../time/clock.ts";
+import { type ActorDatabase, toSqlError } from "../sqlite/actor_database.ts";
+import type { Clock, Random, Timer } from "../time/clock.ts";
+import type { Bucket } from "../bucket/bucket.ts";
 import { ActorReplica, type ReplicaContext } from "../replication/replica.ts";
-import { type ActorStore, LocalStore, ReplicatedStore } from "./actor_store.ts";
+import { type ActorStore, LocalStore, ReplicatedStore } from "../actors/actor_store.ts";
 import { ReadLimiter } from "../replication/read_limiter.ts";
 import { ReplicationFailed, type SnapshotSchedule } from "../replication/uploader.ts";
 import { HistoryError } from "../replication/history.ts";
 import { RestoreUnavailable } from "../replication/restore.ts";
-import type { Plain } from "./codec.ts";
-import {
-  type ActorExportCalls,
-  type ActorImports,
-  GuestError,
-  instantiateDirect,
-} from "./abi/direct.ts";
+import { type ActorExportCalls, GuestError } from "../actors/abi/direct.ts";
+import { hostImports, type ImportedActor, type ImportRuntime } from "./host_imports.ts";
+import type { ActorProgram } from "./program.ts";
 
 /** How often idle databases are looked for. */
 const DATABASE_SWEEP_MS = 1000;
@@ -58,26 +53,48 @@ const INIT_VERSION_KEY = "init_version";
 export const REMEMBERED_SNAPSHOT_SCHEDULES = 10_000;
 
 /** Actors given up (an upload failed) remembered, so their queued events get a 503. */
-const REMEMBERED_GIVE_UPS = 10_000;
+export const REMEMBERED_GIVE_UPS = 10_000;
 
-/** Inside a transaction, exec-durable takes only this. */
-const COMMIT_STATEMENT = /^\s*(COMMIT|END)(\s+TRANSACTION)?\s*;?\s*$/i;
-
-interface GlueModule {
-  instantiate(
-    getCoreModule: (name: string) => WebAssembly.Module,
-    imports: Record<string, Record<string, unknown>>,
-  ): Promise<ActorExportCalls>;
+/**
+ * What happens to actors inside the runtime, for whoever watches it (the
+ * simulator's invariants). Called synchronously, as it happens.
+ */
+export interface RuntimeObserver {
+  /** An actor's wake (its store's open, with the restore) begins. */
+  waking?(actor: ActorKey, generation: number): void;
+  /** Its store opened: the database as the restore left it, and its TXID (replicated). */
+  opened?(actor: ActorKey, generation: number, db: ActorDatabase, txid: bigint | undefined): void;
+  /** Its store did not open; `timedOut` when the event's limit abandoned it. */
+  openFailed?(actor: ActorKey, generation: number, error: unknown, timedOut: boolean): void;
+  /** A resident actor closed (hibernation, a new generation, a stop); `landed` its uploads. */
+  closed?(actor: ActorKey, path: string, landed: boolean): void;
 }
 
-interface LoadedClass {
-  spec: ExecutorClass;
-  /** jco's glue, for a class without the direct bindings. */
-  glue?: GlueModule;
-  modules: Map<string, WebAssembly.Module>;
+/** What a runtime is made of. */
+export interface RuntimeOptions {
+  /** The node's `init` message: settings and classes. */
+  init: ExecutorInit;
+  /** The programs of the classes, by class name. */
+  programs: Map<string, ActorProgram>;
+  /** Sends a message to the node. */
+  post(message: FromExecutor): void;
+  /** Resolves once every message posted so far left (written to the node). */
+  drain(): Promise<void>;
+  clock: Clock;
+  /** Error ids. */
+  random: Random;
+  log: Logger;
+  /** The bucket actors replicate to, when `init.replicate`. */
+  bucket?: Bucket;
+  /** Makes the pool of open databases; by default a {@linkcode DatabasePool}. */
+  databases?: (
+    init: ExecutorInit,
+    beforeClose: (path: string, db: ActorDatabase) => void,
+  ) => DatabasePool;
+  observer?: RuntimeObserver;
 }
 
-interface ResidentActor {
+interface ResidentActor extends ImportedActor {
   key: ActorKey;
   id: string;
   path: string;
@@ -86,30 +103,32 @@ interface ResidentActor {
   exports: ActorExportCalls | undefined;
   /** Its database, replicated or local (set once the wake opened it). */
   store: ActorStore;
-  /** The event holding the run token for this actor, if any. */
   seq: number;
-  /** Discarded: an event suspended in it must not touch its database again. */
   dead: boolean;
-  /**
-   * The actors waiting on the running event (its caller's chain, then its
-   * caller), outermost first: what a call it makes carries, so the node can
-   * refuse a call back into any of them.
-   */
   chain: string[];
+}
+
+/** What a resident actor stands at, for {@linkcode ExecutorRuntime.inspect}. */
+export interface ActorState {
+  generation: number;
+  /** Its database file. */
+  path: string;
+  /** An event of it is under way or queued. */
+  busy: boolean;
+  /** Its database, if open. */
+  db: ActorDatabase | undefined;
+  /** Replicated: its position, and whether every commit landed in the bucket. */
+  txid?: bigint;
+  checksum?: bigint;
+  landed?: boolean;
 }
 
 /** Raised when an event must fail with a status the actor did not choose. */
 class EventFailure extends Error {
   constructor(readonly status: number, message: string) {
     super(message);
+    this.name = "EventFailure";
   }
-}
-
-function unavailable(feature: string, needs: string): SqlError {
-  return {
-    code: "WASMKEEP_UNSUPPORTED",
-    message: `${feature} is not available in this version of WasmKeep yet (${needs})`,
-  };
 }
 
 function describe(error: unknown): string {
@@ -120,57 +139,21 @@ function describe(error: unknown): string {
   return String(error);
 }
 
-function errorId(): string {
-  return Array.from(
-    crypto.getRandomValues(new Uint8Array(6)),
-    (b) => b.toString(16).padStart(2, "0"),
-  ).join("");
-}
-
-async function loadClass(spec: ExecutorClass): Promise<LoadedClass> {
-  const modules = new Map<string, WebAssembly.Module>();
-  for (const [name, bytes] of Object.entries(spec.coreModules)) {
-    if (spec.directModule && name !== spec.directModule) continue;
-    modules.set(name, new WebAssembly.Module(bytes as Uint8Array<ArrayBuffer>));
-  }
-  if (spec.directModule) return { spec, modules };
-  // The glue is generated at run time, so it is imported from memory: a
-  // compiled binary has no source tree to import it from.
-  const url = URL.createObjectURL(new Blob([spec.glue], { type: "text/javascript" }));
-  try {
-    return { spec, glue: await import(url) as GlueModule, modules };
-  } finally {
-    URL.revokeObjectURL(url);
-  }
-}
-
-/** The same imports in the nested, camel-cased shape jco's glue asks for. */
-function jcoImports(host: ActorImports): Record<string, Record<string, unknown>> {
-  return {
-    "wasmkeep:actor/storage": {
-      exec: host.exec,
-      execDurable: host.execDurable,
-      inTransaction: host.inTransaction,
-      deleteSelf: host.deleteSelf,
-    },
-    "wasmkeep:actor/actors": { self: host.self, call: host.call },
-    "wasmkeep:actor/alarms": { set: host.alarmSet, get: host.alarmGet, delete: host.alarmDelete },
-    "wasmkeep:actor/websockets": {
-      send: host.wsSend,
-      close: host.wsClose,
-      connections: host.wsConnections,
-    },
-    "wasmkeep:actor/config": { get: host.configGet },
-    "wasmkeep:actor/log": { log: host.log },
-  };
-}
-
-/** One executor's state and its events. */
-class Executor {
-  readonly #classes = new Map<string, LoadedClass>();
+/**
+ * Runs one executor's actors.
+ *
+ * @example
+ * ```ts ignore
+ * const runtime = new ExecutorRuntime({ init, programs, post, drain, clock, random, log });
+ * runtime.handle({ type: "event", seq: 1, actor, generation: 1, until: 0, request });
+ * ```
+ */
+export class ExecutorRuntime {
+  readonly init: ExecutorInit;
+  readonly #o: RuntimeOptions;
+  readonly #clock: Clock;
   readonly #resident = new Map<string, ResidentActor>();
   readonly #databases: DatabasePool;
-  readonly #sender: FrameSender;
   readonly #log: Logger;
   /** Unset on a standalone node: its actors' databases are local only (ADR 0005). */
   readonly #replication: ReplicaContext | undefined;
@@ -211,39 +194,63 @@ class Executor {
   #eventStartedAt = 0;
   /** Start times of the events under way, by sequence number. */
   readonly #startedAt = new Map<number, number>();
+  #sweep: Timer | undefined;
+  readonly #imports: ImportRuntime;
 
-  constructor(readonly init: ExecutorInit, classes: LoadedClass[], sender: FrameSender) {
-    this.#sender = sender;
-    for (const loaded of classes) this.#classes.set(loaded.spec.className, loaded);
-    this.#databases = new DatabasePool(
-      init.maxOpenDatabases,
-      () => performance.now(),
-      init.replicate ? "replicated" : "local",
-      (path, db) => this.#beforePoolCloses(path, db),
-    );
-    // The executor runs no cluster code and has no clock to share: its own
-    // timer is fine here. Unref'd, so it never keeps the process alive.
-    const sweep = setInterval(
-      () => this.#databases.closeIdle(init.databaseIdleMs),
-      Math.min(init.databaseIdleMs, DATABASE_SWEEP_MS),
-    );
-    Deno.unrefTimer(sweep);
-    this.#log = createLogger({ level: init.logLevel as LogLevel });
+  constructor(options: RuntimeOptions) {
+    const { init } = options;
+    this.init = init;
+    this.#o = options;
+    this.#clock = options.clock;
+    this.#log = options.log;
+    const beforeClose = (path: string, db: ActorDatabase) => this.#beforePoolCloses(path, db);
+    this.#databases = options.databases?.(init, beforeClose) ??
+      new DatabasePool(
+        init.maxOpenDatabases,
+        () => options.clock.monotonic(),
+        init.replicate ? "replicated" : "local",
+        beforeClose,
+      );
+    this.#sweepIdle();
+    if (init.replicate && !options.bucket) {
+      throw new TypeError("a replicating executor needs its bucket");
+    }
     this.#replication = init.replicate
       ? {
-        bucket: openBucket(init.bucketUrl, { clock: systemClock, random: systemRandom }),
-        clock: systemClock,
+        bucket: options.bucket!,
+        clock: options.clock,
         log: this.#log,
         nodeId: init.nodeId,
         limiter: new ReadLimiter(init.restoreReads, init.restoreBytes),
         historyRetentionMs: init.historyRetentionMs,
-        count: (name, by = 1) => this.post({ type: "count", name, by }),
+        count: (name, by = 1) => this.#post({ type: "count", name, by }),
       }
       : undefined;
+    this.#imports = {
+      db: (path) => this.#db(path),
+      peek: (path) => this.#databases.peek(path),
+      wipe: (path) => this.#databases.wipe(path),
+      suspend: (seq, work) => this.#suspend(seq, work),
+      call: (actor, target, request) => this.#call(actor, target, request),
+      log: this.#log,
+    };
   }
 
-  post(message: FromExecutor) {
-    this.#sender.send(message as unknown as Plain);
+  #post(message: FromExecutor): void {
+    this.#o.post(message);
+  }
+
+  /** Tells the node the runtime is ready for events (after its classes loaded). */
+  ready(): void {
+    this.#post({ type: "ready" });
+  }
+
+  #sweepIdle(): void {
+    const every = Math.min(this.init.databaseIdleMs, DATABASE_SWEEP_MS);
+    this.#sweep = this.#clock.setTimer(every, () => {
+      this.#databases.closeIdle(this.init.databaseIdleMs);
+      this.#sweepIdle();
+    });
   }
 
   /** Waits for the run token; a resumed event goes before events not started. */
@@ -272,18 +279,17 @@ class Executor {
    * instance unwinds.
    */
   async #suspend<T>(seq: number, work: Promise<T>, onTimeout?: () => Promise<void>): Promise<T> {
-    this.post({ type: "suspended", seq });
+    this.#post({ type: "suspended", seq });
     // Written before another event can start: one that loops would keep a
     // queued write from ever going out, and the node would count this
     // event, not the loop, as the one running.
-    await this.#sender.drain();
+    await this.#o.drain();
     this.#release();
-    const controller = new AbortController();
-    const remaining = this.#eventStartedAt + this.init.eventTimeoutMs - performance.now();
-    const timer = setTimeout(() => controller.abort(), Math.max(0, remaining));
+    const remaining = this.#eventStartedAt + this.init.eventTimeoutMs - this.#clock.monotonic();
     let stopping: Promise<void> | undefined;
-    const timedOut = new Promise<never>((_, reject) =>
-      controller.signal.addEventListener("abort", () => {
+    let timer: Timer | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = this.#clock.setTimer(Math.max(0, remaining), () => {
         // The 504 wins the race before onTimeout stops the work, whose own
         // rejection (the abort) would otherwise be taken for a failure.
         reject(
@@ -293,21 +299,21 @@ class Executor {
           ),
         );
         stopping = onTimeout?.().catch(() => {});
-      })
-    );
+      });
+    });
     let result: T;
     try {
       result = await Promise.race([work, timedOut]);
     } finally {
-      clearTimeout(timer);
+      timer?.cancel();
       // The stopped work has ended before anything else of this actor runs.
       await stopping;
       await this.#acquire(true);
-      this.#eventStartedAt = this.#startedAt.get(seq) ?? performance.now();
+      this.#eventStartedAt = this.#startedAt.get(seq) ?? this.#clock.monotonic();
       // Written before the event goes on, for the same reason: the node
       // must count it, not an event waiting for the token, as running.
-      this.post({ type: "resumed", seq });
-      await this.#sender.drain();
+      this.#post({ type: "resumed", seq });
+      await this.#o.drain();
     }
     // Its lease may have run out while it waited: it does nothing more.
     this.#checkLease(seq);
@@ -326,115 +332,29 @@ class Executor {
     const id = ++this.#holdSeq;
     return new Promise((resolve) => {
       this.#holdChecks.set(id, resolve);
-      this.post({ type: "check-hold", id, actor: actor.key, generation: actor.generation });
+      this.#post({ type: "check-hold", id, actor: actor.key, generation: actor.generation });
     });
   }
 
-  #imports(actor: ResidentActor, spec: ExecutorClass): ActorImports {
-    const { key, path } = actor;
-    const log = this.#log.with({ actor: actor.id });
-    const fail = (error: SqlError | string): never => {
-      throw new GuestError(error);
-    };
-    const alive = () => {
-      if (actor.dead) throw new Error("the actor was discarded while its event waited");
-    };
-    return {
-      exec: (sql, params) => {
-        alive();
-        try {
-          return this.#db(path).exec(sql, params);
-        } catch (error) {
-          if (error instanceof GuestError) throw error;
-          throw new GuestError(toSqlError(error));
-        }
-      },
-      execDurable: async (sql, params) => {
-        alive();
-        const db = this.#db(path);
-        if (db.inTransaction && !COMMIT_STATEMENT.test(sql)) {
-          fail({
-            code: "WASMKEEP_DURABLE_IN_TRANSACTION",
-            message: "inside a transaction exec-durable takes only the COMMIT: " +
-              "nothing is durable before it; run the other statements with exec",
-          });
-        }
-        const { result, durable } = actor.store.execDurable(db, () => {
-          try {
-            return db.exec(sql, params);
-          } catch (error) {
-            throw new GuestError(toSqlError(error));
-          }
-        });
-        if (durable) {
-          await this.#suspend(actor.seq, durable);
-          alive();
-        }
-        return result;
-      },
-      inTransaction: () => this.#databases.peek(path)?.inTransaction ?? false,
-      deleteSelf: () => {
-        alive();
-        const db = this.#db(path);
-        if (db.inTransaction) {
-          fail({
-            code: "WASMKEEP_DELETE_IN_TRANSACTION",
-            message: "delete-self cannot run inside a transaction; commit or roll it back first",
-          });
-        }
-        // Replicated, what committed before the delete takes its own TXID,
-        // then the delete takes the next one; the marker is uploaded in that
-        // order. Local, the wipe is the whole delete.
-        actor.store.committed(db);
-        this.#databases.wipe(path);
-        // A new instance over the emptied database for the next event, and
-        // on-init runs again.
-        actor.exports = undefined;
-        actor.store.deleted();
-      },
-      self: () => ({ tenant: key.tenant, class: key.class, name: key.name }),
-      call: async (className, name, request) => {
-        alive();
-        const id = ++this.#callSeq;
-        const answer = new Promise<CallAnswer>((resolve) => this.#calls.set(id, resolve));
-        this.post({
-          type: "call",
-          id,
-          seq: actor.seq,
-          caller: key,
-          chain: actor.chain,
-          target: { tenant: key.tenant, class: className, name },
-          request,
-        });
-        let result: CallAnswer;
-        try {
-          // Other actors' events run while this one waits (a call to an actor
-          // of the same executor needs that); its own wait for the token.
-          result = await this.#suspend(actor.seq, answer);
-        } finally {
-          this.#calls.delete(id);
-        }
-        alive();
-        if (!result.ok) return fail(result.error);
-        return result.response;
-      },
-      alarmSet: () => fail(unavailable("alarms.set", "alarms").message),
-      // No alarm can have been set, so "none" is the true answer.
-      alarmGet: () => undefined,
-      alarmDelete: () => fail(unavailable("alarms.delete", "alarms").message),
-      wsSend: () => fail(unavailable("websockets.send", "WebSockets").message),
-      wsClose: () => fail(unavailable("websockets.close", "WebSockets").message),
-      // No socket can be open, so the empty list is the true answer.
-      wsConnections: () => [],
-      configGet: (name) => Object.hasOwn(spec.config, name) ? spec.config[name] : undefined,
-      log: (level: LogLevel, message) => log[level](message.slice(0, 4096)),
-    };
-  }
-
-  async #instantiate(loaded: LoadedClass, imports: ActorImports): Promise<ActorExportCalls> {
-    const direct = loaded.spec.directModule;
-    if (direct) return instantiateDirect(loaded.modules.get(direct)!, imports);
-    return await loaded.glue!.instantiate((name) => loaded.modules.get(name)!, jcoImports(imports));
+  async #call(actor: ImportedActor, target: ActorKey, request: ActorRequest): Promise<CallAnswer> {
+    const id = ++this.#callSeq;
+    const answer = new Promise<CallAnswer>((resolve) => this.#calls.set(id, resolve));
+    this.#post({
+      type: "call",
+      id,
+      seq: actor.seq,
+      caller: actor.key,
+      chain: actor.chain,
+      target,
+      request,
+    });
+    try {
+      // Other actors' events run while this one waits (a call to an actor
+      // of the same executor needs that); its own wait for the token.
+      return await this.#suspend(actor.seq, answer);
+    } finally {
+      this.#calls.delete(id);
+    }
   }
 
   async #wake(
@@ -444,8 +364,8 @@ class Executor {
     generation: number,
     chain: string[],
   ): Promise<ResidentActor> {
-    const loaded = this.#classes.get(key.class);
-    if (!loaded) throw new EventFailure(500, `no class ${key.class} in this executor`);
+    const program = this.#o.programs.get(key.class);
+    if (!program) throw new EventFailure(500, `no class ${key.class} in this executor`);
     const path = actorDatabasePath(this.init.dataDir, key);
     Deno.mkdirSync(path.slice(0, path.lastIndexOf("/")), { recursive: true });
     const actor = {
@@ -456,12 +376,22 @@ class Executor {
       seq,
       dead: false,
       chain,
+      exports: undefined,
+      dropInstance: () => {
+        actor.exports = undefined;
+      },
     } as ResidentActor;
+    this.#o.observer?.waking?.(key, generation);
     actor.store = await this.#openStore(seq, actor);
     this.#schedules.delete(id);
     // Resident from here, so a failing on-init discards it with its store.
     this.#resident.set(id, actor);
     this.#residentByPath.set(path, actor);
+    if (this.#o.observer?.opened) {
+      const store = actor.store;
+      const txid = store instanceof ReplicatedStore ? store.replica.position.txid : undefined;
+      this.#o.observer.opened(key, generation, this.#db(path), txid);
+    }
     await this.#instantiateActor(actor);
     return actor;
   }
@@ -496,8 +426,9 @@ class Executor {
       });
     } catch (error) {
       this.#databases.close(path);
+      this.#o.observer?.openFailed?.(key, generation, error, abort.signal.aborted);
       if (error instanceof HistoryError) {
-        this.post({ type: "count", name: "wasmkeep_restore_failures_total", by: 1 });
+        this.#post({ type: "count", name: "wasmkeep_restore_failures_total", by: 1 });
         throw new EventFailure(
           500,
           `the actor's history in the bucket cannot be restored without losing data: ${error.message}`,
@@ -507,7 +438,7 @@ class Executor {
         throw new EventFailure(503, `the bucket did not take the actor's first snapshot; retry`);
       }
       if (error instanceof RestoreUnavailable) {
-        this.post({ type: "count", name: "wasmkeep_restore_failures_total", by: 1 });
+        this.#post({ type: "count", name: "wasmkeep_restore_failures_total", by: 1 });
         throw new EventFailure(503, `the bucket did not answer the actor's restore; retry`);
       }
       throw error;
@@ -520,16 +451,18 @@ class Executor {
 
   /** Makes the actor's instance, running on-init once per code version. */
   async #instantiateActor(actor: ResidentActor) {
-    const loaded = this.#classes.get(actor.key.class)!;
+    const program = this.#o.programs.get(actor.key.class)!;
     const { path } = actor;
-    const exports = await this.#instantiate(loaded, this.#imports(actor, loaded.spec));
+    const exports = await program.instantiate(hostImports(actor, program.spec, this.#imports));
     actor.exports = exports;
     const db = this.#db(path);
-    if (db.getMeta(INIT_VERSION_KEY) === loaded.spec.hash) return;
+    if (db.getMeta(INIT_VERSION_KEY) === program.spec.hash) return;
     try {
       await exports.onInit();
     } catch (error) {
-      const payload = (error as { payload?: unknown }).payload;
+      // The guest's err: a GuestError from the direct bindings, jco's
+      // ComponentError from its glue; both carry the payload.
+      const payload = (error as { payload?: unknown } | undefined)?.payload;
       if (typeof payload !== "string") throw error;
       throw new EventFailure(500, `the actor's on-init failed: ${payload}`);
     }
@@ -539,7 +472,7 @@ class Executor {
         "the actor's on-init ended with a transaction open; it was rolled back",
       );
     }
-    this.#db(path).setMeta(INIT_VERSION_KEY, loaded.spec.hash);
+    this.#db(path).setMeta(INIT_VERSION_KEY, program.spec.hash);
   }
 
   /**
@@ -584,7 +517,7 @@ class Executor {
     });
     this.#discard(actor);
     this.#rememberGiveUp(actor.id, actor.generation);
-    this.post({ type: "give-up", actor: actor.key, generation: actor.generation });
+    this.#post({ type: "give-up", actor: actor.key, generation: actor.generation });
   }
 
   #rememberGiveUp(id: string, generation: number) {
@@ -617,7 +550,7 @@ class Executor {
       this.#release();
       return;
     }
-    this.#eventStartedAt = performance.now();
+    this.#eventStartedAt = this.#clock.monotonic();
     this.#startedAt.set(seq, this.#eventStartedAt);
     let actor = this.#resident.get(id);
     try {
@@ -652,25 +585,22 @@ class Executor {
       }
       const open = db();
       if (open && !actor.dead) actor.store.committed(open);
-      if (!actor.dead) this.post({ type: "done", seq, response });
-      else {this.post({
-          type: "failed",
-          seq,
-          status: 503,
-          message: "the actor was given up; retry",
-        });}
+      if (!actor.dead) this.#post({ type: "done", seq, response });
+      else {
+        this.#post({ type: "failed", seq, status: 503, message: "the actor was given up; retry" });
+      }
     } catch (error) {
       actor ??= this.#resident.get(id);
       if (actor && !actor.dead) this.#dropInstance(actor);
       if (error instanceof EventFailure) {
         this.#log.warn("event failed", { actor: id, reason: error.message });
-        this.post({ type: "failed", seq, status: error.status, message: error.message });
+        this.#post({ type: "failed", seq, status: error.status, message: error.message });
       } else {
         // A trap or a host failure: the instance may be in any state, so it
         // is discarded and its open transaction rolled back.
-        const eid = errorId();
+        const eid = this.#errorId();
         this.#log.error("actor failed", { actor: id, error_id: eid, error: describe(error) });
-        this.post({
+        this.#post({
           type: "failed",
           seq,
           status: 500,
@@ -685,6 +615,13 @@ class Executor {
     }
   }
 
+  #errorId(): string {
+    return Array.from(
+      this.#o.random.fill(new Uint8Array(6)),
+      (b) => b.toString(16).padStart(2, "0"),
+    ).join("");
+  }
+
   /**
    * Fails the event (503) when the node's lease it was sent under ran out:
    * a `discard-all` came since, or the wall clock passed the lease's end (as
@@ -697,7 +634,7 @@ class Executor {
     if (!limit) return;
     const discarded = limit.epoch !== this.#epoch;
     const until = limit.until === 0 ? 0 : Math.max(limit.until, this.#leaseUntil);
-    if (!discarded && (until === 0 || Date.now() < until)) return;
+    if (!discarded && (until === 0 || this.#clock.now() < until)) return;
     if (discarded && actor && !actor.dead) {
       this.#discard(actor);
       this.#rememberGiveUp(actor.id, actor.generation);
@@ -739,6 +676,7 @@ class Executor {
     if (actor.dead) return false;
     const landed = await actor.store.close(() => this.#databases.close(actor.path));
     actor.dead = true;
+    this.#o.observer?.closed?.(actor.key, actor.path, landed);
     return landed;
   }
 
@@ -750,7 +688,13 @@ class Executor {
     }
   }
 
-  handle(message: ToExecutor): void {
+  /**
+   * Takes one message of the node (the first, `init`, is the runtime's
+   * making). Events start in arrival order; one runs at a time, and the
+   * next starts only when it ends or waits on the bucket (then the node is
+   * told), so the node knows which event is running.
+   */
+  handle(message: Exclude<ToExecutor, ExecutorInit>): void {
     switch (message.type) {
       case "event": {
         const id = actorKeyString(message.actor);
@@ -766,7 +710,7 @@ class Executor {
         this.#chain(id, async () => {
           const actor = this.#resident.get(id);
           const landed = actor ? await this.#close(actor) : true;
-          this.post({
+          this.#post({
             type: "dropped",
             actor: message.actor,
             generation: message.generation,
@@ -781,9 +725,9 @@ class Executor {
         if (actor) {
           this.#discard(actor);
           this.#rememberGiveUp(actor.id, actor.generation);
-          this.post({ type: "give-up", actor: actor.key, generation: actor.generation });
+          this.#post({ type: "give-up", actor: actor.key, generation: actor.generation });
         }
-        this.post({ type: "abandoned", seq: message.seq });
+        this.#post({ type: "abandoned", seq: message.seq });
         return;
       }
       case "discard-all": {
@@ -815,59 +759,72 @@ class Executor {
     }
   }
 
-  /** Closes every actor (uploads land, bounded), then the bucket. */
-  async shutdown() {
+  /** The resident actors' ids now. */
+  residentIds(): string[] {
+    return [...this.#resident.keys()];
+  }
+
+  /** Where a resident actor stands, or `undefined` when it is not resident. */
+  inspect(id: string): ActorState | undefined {
+    const actor = this.#resident.get(id);
+    if (!actor || actor.dead) return undefined;
+    const state: ActorState = {
+      generation: actor.generation,
+      path: actor.path,
+      busy: this.#chains.has(id),
+      db: this.#databases.peek(actor.path),
+    };
+    const store = actor.store;
+    if (store instanceof ReplicatedStore) {
+      const { replica } = store;
+      state.txid = replica.position.txid;
+      state.checksum = replica.position.checksum;
+      state.landed = !replica.uploader.failed &&
+        replica.uploader.landedTxid === replica.position.txid;
+    }
+    return state;
+  }
+
+  /** Closes every actor (uploads land, bounded), then the bucket; tells the node `closed`. */
+  async shutdown(): Promise<void> {
+    this.#sweep?.cancel();
     await Promise.all([...this.#chains.values()].map((chain) => chain.catch(() => {})));
     await Promise.all([...this.#resident.values()].map((actor) => this.#close(actor)));
     this.#databases.closeAll();
     await this.#replication?.bucket.close();
-    this.post({ type: "closed" });
+    this.#post({ type: "closed" });
   }
 }
 
 /**
- * Runs an executor on the Unix socket at `socketPath` until the node closes
- * it or sends a shutdown message; then the process must exit (the lifeline's
- * Worker keeps it alive). The executor lives and dies with its node, process
- * `nodePid` (its parent when not given): see executor_lifeline.ts.
+ * Serves one executor's messages in order, as the process does with its
+ * socket and the simulator with its queue: the first must be `init`, from
+ * which `start` makes the runtime (its classes loaded); the runtime then
+ * takes every message until `shutdown`, after which its actors are closed
+ * and this resolves.
  *
  * @example
  * ```ts ignore
- * await runExecutor("/tmp/wasmkeep-1234-x/e0.sock", 1234);
- * Deno.exit(0);
+ * await serveMessages(messages, (init) => startRuntime(init));
  * ```
  */
-export async function runExecutor(socketPath: string, nodePid = Deno.ppid): Promise<void> {
-  bindToNode(nodePid);
-  const conn = await Deno.connect({ transport: "unix", path: socketPath });
-  const sender = new FrameSender(conn);
-  let executor: Executor | undefined;
-  try {
-    for await (const frame of readFrames(conn)) {
-      const message = frame as unknown as ToExecutor;
-      if (message.type === "init") {
-        const classes = await Promise.all(message.classes.map(loadClass));
-        executor = new Executor(message, classes, sender);
-        executor.post({ type: "ready" });
-        continue;
-      }
-      if (!executor) throw new Error("the first message to an executor must be init");
-      // Events start in arrival order; one runs at a time, and the next
-      // starts only when it ends or waits on the bucket (then the node is
-      // told), so the node knows which event is running.
-      executor.handle(message);
-      if (message.type === "shutdown") {
-        await executor.shutdown();
-        break;
-      }
+export async function serveMessages(
+  messages: AsyncIterable<ToExecutor>,
+  start: (init: ExecutorInit) => Promise<ExecutorRuntime>,
+): Promise<void> {
+  let runtime: ExecutorRuntime | undefined;
+  for await (const message of messages) {
+    if (message.type === "init") {
+      if (runtime) throw new Error("an executor takes one init message");
+      runtime = await start(message);
+      runtime.ready();
+      continue;
     }
-    await sender.drain();
-  } finally {
-    conn.close();
+    if (!runtime) throw new Error("the first message to an executor must be init");
+    runtime.handle(message);
+    if (message.type === "shutdown") {
+      await runtime.shutdown();
+      return;
+    }
   }
-}
-
-if (import.meta.main) {
-  await runExecutor(Deno.args[0], executorNodePid(Deno.args[1]));
-  Deno.exit(0);
 }

@@ -24,7 +24,7 @@
  *
  * @example
  * ```ts
- * import { PARENT_CHECK_MS } from "./executor_lifeline.ts";
+ * import { PARENT_CHECK_MS } from "./lifeline.ts";
  * console.log(PARENT_CHECK_MS); // 250
  * ```
  */
@@ -64,7 +64,7 @@ export function bindToNode(nodePid: number): void {
  *
  * @example
  * ```ts
- * import { executorNodePid } from "./executor_lifeline.ts";
+ * import { executorNodePid } from "./lifeline.ts";
  * console.log(executorNodePid("1234")); // 1234
  * ```
  */

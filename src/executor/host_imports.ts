@@ -1,0 +1,152 @@
+/**
+ * The host side of an actor's imports (`wasmkeep:actor/*`), over what the
+ * runtime gives each resident actor: its database, its store, and the
+ * runtime's waits (an import that waits suspends the event, and other
+ * actors' events run meanwhile, ADR 0003).
+ *
+ * @module
+ */
+
+import type { ActorKey } from "../actors/key.ts";
+import type { ActorRequest, CallAnswer, ExecutorClass } from "../actors/protocol.ts";
+import type { ActorStore } from "../actors/actor_store.ts";
+import { type ActorImports, GuestError } from "../actors/abi/direct.ts";
+import { type ActorDatabase, type SqlError, toSqlError } from "../sqlite/actor_database.ts";
+import type { Logger, LogLevel } from "../log.ts";
+
+/** Inside a transaction, exec-durable takes only this. */
+const COMMIT_STATEMENT = /^\s*(COMMIT|END)(\s+TRANSACTION)?\s*;?\s*$/i;
+
+/** Longest log line an actor writes; the rest is cut. */
+export const MAX_ACTOR_LOG_CHARS = 4096;
+
+/** A resident actor as its imports see it. */
+export interface ImportedActor {
+  readonly key: ActorKey;
+  readonly id: string;
+  readonly path: string;
+  readonly store: ActorStore;
+  /** The event holding the run token for this actor (its waits are that event's). */
+  readonly seq: number;
+  /** Discarded: an event suspended in it must not touch its database again. */
+  readonly dead: boolean;
+  /** The actors waiting on the running event, outermost first (what a call carries). */
+  readonly chain: string[];
+  /** Unsets the instance: the next event makes a new one (after a delete-self). */
+  dropInstance(): void;
+}
+
+/** What the imports need of the runtime. */
+export interface ImportRuntime {
+  /** The open database at `path`, opened if needed; a failure is the guest's error. */
+  db(path: string): ActorDatabase;
+  /** The database at `path` if open. */
+  peek(path: string): ActorDatabase | undefined;
+  /** Closes and deletes the database at `path`. */
+  wipe(path: string): void;
+  /** Waits for `work` within the event's limit, letting other events run meanwhile. */
+  suspend<T>(seq: number, work: Promise<T>): Promise<T>;
+  /** Sends an actors.call to the node; resolves with its answer. */
+  call(actor: ImportedActor, target: ActorKey, request: ActorRequest): Promise<CallAnswer>;
+  log: Logger;
+}
+
+function unavailable(feature: string, needs: string): string {
+  return `${feature} is not available in this version of WasmKeep yet (${needs})`;
+}
+
+/**
+ * The imports of `actor`, an instance of `spec`.
+ *
+ * @example
+ * ```ts ignore
+ * const exports = await program.instantiate(hostImports(actor, program.spec, runtime));
+ * ```
+ */
+export function hostImports(
+  actor: ImportedActor,
+  spec: ExecutorClass,
+  runtime: ImportRuntime,
+): ActorImports {
+  const { key, path } = actor;
+  const log = runtime.log.with({ actor: actor.id });
+  const fail = (error: SqlError | string): never => {
+    throw new GuestError(error);
+  };
+  const alive = () => {
+    if (actor.dead) throw new Error("the actor was discarded while its event waited");
+  };
+  return {
+    exec: (sql, params) => {
+      alive();
+      try {
+        return runtime.db(path).exec(sql, params);
+      } catch (error) {
+        if (error instanceof GuestError) throw error;
+        throw new GuestError(toSqlError(error));
+      }
+    },
+    execDurable: async (sql, params) => {
+      alive();
+      const db = runtime.db(path);
+      if (db.inTransaction && !COMMIT_STATEMENT.test(sql)) {
+        fail({
+          code: "WASMKEEP_DURABLE_IN_TRANSACTION",
+          message: "inside a transaction exec-durable takes only the COMMIT: " +
+            "nothing is durable before it; run the other statements with exec",
+        });
+      }
+      const { result, durable } = actor.store.execDurable(db, () => {
+        try {
+          return db.exec(sql, params);
+        } catch (error) {
+          throw new GuestError(toSqlError(error));
+        }
+      });
+      if (durable) {
+        await runtime.suspend(actor.seq, durable);
+        alive();
+      }
+      return result;
+    },
+    inTransaction: () => runtime.peek(path)?.inTransaction ?? false,
+    deleteSelf: () => {
+      alive();
+      const db = runtime.db(path);
+      if (db.inTransaction) {
+        fail({
+          code: "WASMKEEP_DELETE_IN_TRANSACTION",
+          message: "delete-self cannot run inside a transaction; commit or roll it back first",
+        });
+      }
+      // Replicated, what committed before the delete takes its own TXID,
+      // then the delete takes the next one; the marker is uploaded in that
+      // order. Local, the wipe is the whole delete.
+      actor.store.committed(db);
+      runtime.wipe(path);
+      // A new instance over the emptied database for the next event, and
+      // on-init runs again.
+      actor.dropInstance();
+      actor.store.deleted();
+    },
+    self: () => ({ tenant: key.tenant, class: key.class, name: key.name }),
+    call: async (className, name, request) => {
+      alive();
+      const target = { tenant: key.tenant, class: className, name };
+      const result = await runtime.call(actor, target, request);
+      alive();
+      if (!result.ok) return fail(result.error);
+      return result.response;
+    },
+    alarmSet: () => fail(unavailable("alarms.set", "alarms")),
+    // No alarm can have been set, so "none" is the true answer.
+    alarmGet: () => undefined,
+    alarmDelete: () => fail(unavailable("alarms.delete", "alarms")),
+    wsSend: () => fail(unavailable("websockets.send", "WebSockets")),
+    wsClose: () => fail(unavailable("websockets.close", "WebSockets")),
+    // No socket can be open, so the empty list is the true answer.
+    wsConnections: () => [],
+    configGet: (name) => Object.hasOwn(spec.config, name) ? spec.config[name] : undefined,
+    log: (level: LogLevel, message) => log[level](message.slice(0, MAX_ACTOR_LOG_CHARS)),
+  };
+}
