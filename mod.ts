@@ -47,7 +47,7 @@ export {
   type NodeOptions,
   NodeStartError,
   WasmKeepNode,
-} from "./src/node.ts";
+} from "./src/node/mod.ts";
 export { ComponentError } from "./src/actors/component.ts";
 export type { ActorKey } from "./src/actors/key.ts";
 export type { Clock, Random, Timer } from "./src/time/clock.ts";

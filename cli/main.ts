@@ -11,7 +11,7 @@ import { runExecutor } from "../src/executor/main.ts";
 import { executorNodePid } from "../src/executor/lifeline.ts";
 import { VERSION } from "../src/version.ts";
 import { ComponentError } from "../src/actors/component.ts";
-import { type NodeDependencies, NodeStartError } from "../src/node.ts";
+import { type NodeDependencies, NodeStartError } from "../src/node/mod.ts";
 
 /** The help text of `wasmkeep` itself. */
 export const MAIN_HELP =

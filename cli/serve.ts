@@ -11,7 +11,7 @@ import {
   type NodeDependencies,
   type NodeOptions,
   WasmKeepNode,
-} from "../src/node.ts";
+} from "../src/node/mod.ts";
 import { classNameProblem } from "../src/actors/key.ts";
 import { MAX_CONFIG_FILE_BYTES, parseEnvFile } from "../src/config/env_file.ts";
 import type { LogLevel } from "../src/log.ts";

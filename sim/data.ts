@@ -22,7 +22,7 @@
  */
 
 import { decodeBase, decodeDeleted } from "../src/replication/history.ts";
-import type { Op } from "./executor.ts";
+import type { Op } from "./executor_host.ts";
 
 /** Reports a violation: its kind and what happened. */
 export type Fail = (kind: string, message: string) => void;

@@ -10,7 +10,7 @@
 
 import type { PutOptions } from "../src/bucket/bucket.ts";
 import type { LeaseTiming } from "../src/cluster/lease_timing.ts";
-import type { ReplicationBreak } from "./executor.ts";
+import type { ReplicationBreak } from "./executor_host.ts";
 
 /** How a variant breaks the real code. */
 export interface Variant {
@@ -28,10 +28,10 @@ export interface Variant {
   /** Changes a process's writes to its own heartbeat. */
   ownHeartbeatPut?: (options: PutOptions) => PutOptions;
   /**
-   * Breaks replication (sim/executor.ts): `stale-generation`, uploads under
+   * Breaks replication (sim/executor_host.ts): `stale-generation`, uploads under
    * the actor's first generation, unconditioned; `trust-local`, the restore is
    * shown no history past a cleanly closed local file; `executor-as-is`, the
-   * executor as executor_main.ts was before b0ea67d (it ran events after the lease ran out).
+   * executor's runtime as it was before b0ea67d (it ran events after the lease ran out).
    */
   replication?: ReplicationBreak;
   /**
@@ -89,7 +89,9 @@ export const VARIANTS: Record<string, Variant> = {
     description: "a take frees an actor whose holder is merely not live in the taker's view " +
       "(canTakeFrom: !membership.isLive) instead of fenced or released",
     takeRule: "not-live",
-    caughtBy: ["two-holders", "event-while-other-holds"],
+    // Two takes at once may land in either order: the older generation's
+    // events after the newer's are the first sign then.
+    caughtBy: ["two-holders", "event-while-other-holds", "event-generation-backwards"],
     bound: 25,
   },
   "no-watch": {
@@ -151,8 +153,7 @@ export const VARIANTS: Record<string, Variant> = {
   },
   "executor-as-is": {
     name: "executor-as-is",
-    description:
-      "the executor as src/actors/executor_main.ts was before b0ea67d: it runs every event the " +
+    description: "the executor's runtime as it was before b0ea67d: it runs every event the " +
       "node sent, however late (events queued behind a bucket wait run after the node's lease " +
       "ran out, before discard-all arrives), and its discard-all spares actors still waking, " +
       "whose queued events wake them at the dropped generation",

@@ -256,6 +256,11 @@ export class ActorHost {
     return this.#actors.get(actorKeyString(actor))?.hold !== undefined;
   }
 
+  /** The hold this node has on `actor` now, if it holds it. */
+  holdOf(actor: ActorKey): ActorHold | undefined {
+    return this.#actors.get(actorKeyString(actor))?.hold;
+  }
+
   /**
    * Drops every actor at once, without waiting for uploads or writing
    * releases: the node's lease ran out, so the bucket may not answer and

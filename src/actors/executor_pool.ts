@@ -28,6 +28,7 @@ import {
   ProcessLauncher,
 } from "./executor_launcher.ts";
 import { RESTORE_MAX_READ_BYTES, RESTORE_MAX_READS } from "../replication/read_limiter.ts";
+import { assert } from "../assert.ts";
 
 /**
  * How long an executor gets to confirm it dropped a timed-out event before
@@ -92,12 +93,6 @@ export interface ExecutorPoolOptions {
   /** Starts the executors; by default as processes (`command`). */
   launcher?: ExecutorLauncher;
   /**
-   * Told when an executor was replaced, so the actors it held are no longer
-   * resident, with the events it had not started: the caller runs them
-   * again (at a new hold) or answers them. Without it they are answered 503.
-   */
-  onExecutorReplaced?: (index: number, unstarted: UnstartedEvent[]) => void;
-  /**
    * Whether actors' databases are replicated to the bucket: in cluster mode;
    * a standalone node keeps them on its local disk only (ADR 0005).
    */
@@ -108,6 +103,20 @@ export interface ExecutorPoolOptions {
   nodeId: string;
   /** `--history-retention-secs`, in ms. */
   historyRetentionMs: number;
+}
+
+/**
+ * What the pool asks of, and tells, the rest of the node about its
+ * executors' events; given to {@linkcode ExecutorPool.start}, once the parts
+ * it calls exist.
+ */
+export interface ExecutorPoolEvents {
+  /**
+   * Told when an executor was replaced, so the actors it held are no longer
+   * resident, with the events it had not started: the caller runs them
+   * again (at a new hold) or answers them. Without it they are answered 503.
+   */
+  onExecutorReplaced?: (index: number, unstarted: UnstartedEvent[]) => void;
   /** Whether the node still holds `actor` at `generation` (after a durable write landed). */
   checkHold?: (actor: ActorKey, generation: number) => Promise<boolean>;
   /**
@@ -187,12 +196,14 @@ export function shardOf(id: string, size: number): number {
  * @example
  * ```ts ignore
  * const pool = new ExecutorPool({ size: 2, ... });
+ * pool.start({ checkHold, onCall });
  * const outcome = await pool.run(pool.executorOf(actor), actor, request);
  * await pool.close();
  * ```
  */
 export class ExecutorPool {
   readonly #options: ExecutorPoolOptions;
+  #events: ExecutorPoolEvents = {};
   readonly #executors: Executor[] = [];
   readonly #launcher: ExecutorLauncher;
   /** Crashes at start in a row, per executor index. */
@@ -201,17 +212,24 @@ export class ExecutorPool {
   #closing = false;
   #sweep: Timer | undefined;
 
+  /** A pool of `options.size` executors, none started before {@linkcode ExecutorPool.start}. */
   constructor(options: ExecutorPoolOptions) {
     this.#options = options;
     this.#launcher = options.launcher ?? new ProcessLauncher(options.log, options.command);
-    for (let index = 0; index < options.size; index++) {
+  }
+
+  /** Starts the executors, which tell `events` what they need and do from now on. */
+  start(events: ExecutorPoolEvents = {}): void {
+    assert(this.#executors.length === 0, "an executor pool starts once");
+    this.#events = events;
+    for (let index = 0; index < this.#options.size; index++) {
       this.#executors.push(this.#spawn(index));
     }
   }
 
   /** The executor an actor runs on. */
   executorOf(actor: ActorKey): number {
-    return shardOf(actorKeyString(actor), this.#executors.length);
+    return shardOf(actorKeyString(actor), this.#options.size);
   }
 
   #spawn(index: number, delayMs = 0): Executor {
@@ -324,7 +342,7 @@ export class ExecutorPool {
         return;
       }
       case "check-hold": {
-        const check = this.#options.checkHold ?? (() => Promise.resolve(false));
+        const check = this.#events.checkHold ?? (() => Promise.resolve(false));
         check(message.actor, message.generation).catch(() => false).then((ok) => {
           if (this.#executors[executor.index] === executor) {
             this.#write(executor, { type: "hold", id: message.id, ok });
@@ -334,7 +352,7 @@ export class ExecutorPool {
       }
       case "call": {
         const { id, caller, chain, target, request } = message;
-        const onCall = this.#options.onCall ??
+        const onCall = this.#events.onCall ??
           (() => Promise.resolve<CallAnswer>({ ok: false, error: "actors.call is not available" }));
         onCall({ caller, chain, target, request }).catch((error): CallAnswer => ({
           ok: false,
@@ -362,7 +380,7 @@ export class ExecutorPool {
         return;
       }
       case "give-up":
-        this.#options.onGiveUp?.(message.actor, message.generation);
+        this.#events.onGiveUp?.(message.actor, message.generation);
         return;
       case "dropped": {
         const id = actorKeyString(message.actor);
@@ -373,7 +391,7 @@ export class ExecutorPool {
         return;
       }
       case "count":
-        this.#options.onCount?.(message.name, message.by);
+        this.#events.onCount?.(message.name, message.by);
         return;
       case "done":
       case "failed": {
@@ -543,8 +561,8 @@ export class ExecutorPool {
     for (const resolve of executor.drops.values()) resolve(false);
     executor.drops.clear();
     this.#executors[executor.index] = this.#spawn(executor.index, delayMs);
-    if (this.#options.onExecutorReplaced) {
-      this.#options.onExecutorReplaced(executor.index, unstarted);
+    if (this.#events.onExecutorReplaced) {
+      this.#events.onExecutorReplaced(executor.index, unstarted);
     } else {
       for (const event of unstarted) {
         event.resolve({

@@ -13,7 +13,7 @@ import type { Clock } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
 import type { ActorRequest, ActorResponse } from "../actors/protocol.ts";
 import { checkNodeId } from "./node_id_check.ts";
-import { type LeaseChangeCause, NodeLease, type NodeLeaseLost } from "./node_lease.ts";
+import { NodeLease } from "./node_lease.ts";
 import { Membership } from "./membership.ts";
 import type { LeaseTiming } from "./lease_timing.ts";
 import { decodeHeartbeat, type Heartbeat, isLive } from "./heartbeat.ts";
@@ -22,7 +22,7 @@ import type { OwnerRecord, OwnershipRecords } from "./ownership.ts";
 import { type Route, routeRequest } from "./router.ts";
 import { type Connect, Forwarder, type ForwardResult } from "../http/forward.ts";
 
-/** Options of {@linkcode ClusterPlane.start}. */
+/** Options of {@linkcode ClusterPlane}. */
 export interface ClusterPlaneOptions {
   bucket: Bucket;
   clock: Clock;
@@ -30,8 +30,6 @@ export interface ClusterPlaneOptions {
   nodeId: string;
   processToken: string;
   timing: LeaseTiming;
-  /** The URL peers forward requests to. */
-  address: string;
   /**
    * The cluster listener, when this node has one: its `https://` address and
    * certificate fingerprint (published in the heartbeat), and how to open a
@@ -54,14 +52,6 @@ export interface ClusterPlaneOptions {
   /** The WasmKeep version, published in the heartbeat. */
   version: string;
   ownership: OwnershipRecords;
-  /** Whether this node holds the actor now. */
-  holdsHere: (actor: ActorId) => boolean;
-  /** The lease became valid (true) or stopped being valid (false), and why. */
-  onLeaseChange: (valid: boolean, cause: LeaseChangeCause) => void;
-  /** Another writer took this node's lease: the node must stop. */
-  onLeaseLost: (reason: NodeLeaseLost) => void;
-  /** A landed heartbeat write made the lease valid until `validUntil` (monotonic). */
-  onLeaseExtended?: (validUntil: number) => void;
   /** Abandons the start (the node id check waits up to ttl + grace). */
   signal?: AbortSignal;
   /**
@@ -164,8 +154,9 @@ export type ForwardOutcome =
  *
  * @example
  * ```ts ignore
- * const plane = await ClusterPlane.start({ ...options });
- * const route = await plane.route(actor, false);
+ * const plane = new ClusterPlane({ ...options });
+ * await plane.start("http://10.0.0.1:8080");
+ * const route = await plane.route(actor, false, (actor) => host.holds(actor));
  * await plane.stop();
  * ```
  */
@@ -176,31 +167,25 @@ export class ClusterPlane {
   /** When peers skipped for having no cluster listener were last logged (monotonic). */
   #skippedLoggedAt = -Infinity;
 
-  private constructor(
-    readonly lease: NodeLease,
-    readonly membership: Membership,
-    readonly forwarder: Forwarder,
-    /** Requests to peers' cluster listeners, over mutual TLS; unset without a listener. */
-    readonly tlsForwarder: Forwarder | undefined,
-    readonly options: ClusterPlaneOptions,
-  ) {}
+  /** The URL peers forward requests to, published in the heartbeat from the start. */
+  #address = "";
+
+  readonly lease: NodeLease;
+  readonly membership: Membership;
+  readonly forwarder: Forwarder;
+  /** Requests to peers' cluster listeners, over mutual TLS; unset without a listener. */
+  readonly tlsForwarder: Forwarder | undefined;
+  readonly options: ClusterPlaneOptions;
 
   /**
-   * Checks the node id (the spec's "Flags": up to ttl + grace), writes the
-   * first heartbeat and starts watching the other nodes. Throws
-   * `NodeIdInUse` when another process runs with this id.
+   * The cluster side of a node, not started: its lease is not valid and
+   * nothing is written until {@linkcode ClusterPlane.start}. Whoever follows
+   * the lease subscribes to {@linkcode ClusterPlane.lease} meanwhile.
    */
-  static async start(options: ClusterPlaneOptions): Promise<ClusterPlane> {
+  constructor(options: ClusterPlaneOptions) {
     const { bucket, clock, log, nodeId, processToken, timing } = options;
-    const checked = await checkNodeId({
-      bucket,
-      clock,
-      log,
-      nodeId,
-      timing,
-      signal: options.signal,
-    });
-    const lease = new NodeLease({
+    this.options = options;
+    this.lease = new NodeLease({
       bucket,
       clock,
       log,
@@ -208,7 +193,7 @@ export class ClusterPlane {
       processToken,
       timing,
       describe: () => ({
-        address: options.address,
+        address: this.#address,
         clusterAddress: options.tls?.clusterAddress,
         fingerprint: options.tls?.fingerprint,
         readsSecrets: false,
@@ -216,23 +201,47 @@ export class ClusterPlane {
         version: options.version,
         state: "serving",
       }),
-      onChange: options.onLeaseChange,
-      onLost: options.onLeaseLost,
-      onExtended: options.onLeaseExtended,
     });
-    const membership = new Membership({ bucket, clock, log, nodeId, timing, ownLease: lease });
+    const membership = new Membership({
+      bucket,
+      clock,
+      log,
+      nodeId,
+      timing,
+      ownLease: this.lease,
+    });
+    this.membership = membership;
     const answerTimeoutMs = options.answerTimeoutMs;
-    const forwarder = new Forwarder({ nodeId, clock, connect: options.connect, answerTimeoutMs });
-    const tlsForwarder = options.tls && new Forwarder({
+    this.forwarder = new Forwarder({ nodeId, clock, connect: options.connect, answerTimeoutMs });
+    this.tlsForwarder = options.tls && new Forwarder({
       nodeId,
       clock,
       connect: options.tls.connect((host, port) => pinOf(membership, clock, timing, host, port)),
       answerTimeoutMs,
     });
-    await lease.start(checked);
+  }
+
+  /**
+   * Checks the node id (the spec's "Flags": up to ttl + grace), writes the
+   * first heartbeat, which publishes `address` (the URL peers forward
+   * requests to: the node's, once it listens), and starts watching the
+   * other nodes. Throws `NodeIdInUse` when another process runs with this id.
+   */
+  async start(address: string): Promise<void> {
+    const { bucket, clock, log, nodeId, timing } = this.options;
+    this.#address = address;
+    const checked = await checkNodeId({
+      bucket,
+      clock,
+      log,
+      nodeId,
+      timing,
+      signal: this.options.signal,
+    });
+    await this.lease.start(checked);
+    this.membership.start();
     // Ready with a view of the other nodes, not the empty one of a start.
-    await membership.refresh();
-    return new ClusterPlane(lease, membership, forwarder, tlsForwarder, options);
+    await this.membership.refresh();
   }
 
   /**
@@ -316,11 +325,16 @@ export class ClusterPlane {
    * more, by a read of its heartbeat: the view can be a period old, and the
    * holder may have just started.
    */
-  async route(actor: ActorId, forwarded: boolean): Promise<Route> {
-    const route = await this.#route(actor, forwarded);
+  async route(
+    actor: ActorId,
+    forwarded: boolean,
+    holdsHere: (actor: ActorId) => boolean,
+  ): Promise<Route> {
+    const route = await this.#route(actor, forwarded, holdsHere);
     if (route.kind !== "unavailable" || !route.ownerDown) return route;
     const heartbeat = await this.#readHeartbeat(route.node);
-    return await this.#route(actor, forwarded, heartbeat && { node: route.node, heartbeat });
+    const fresh = heartbeat && { node: route.node, heartbeat };
+    return await this.#route(actor, forwarded, holdsHere, fresh);
   }
 
   async #readHeartbeat(node: string): Promise<Heartbeat | undefined> {
@@ -339,6 +353,7 @@ export class ClusterPlane {
   #route(
     actor: ActorId,
     forwarded: boolean,
+    holdsHere: (actor: ActorId) => boolean,
     fresh?: { node: string; heartbeat: Heartbeat },
   ): Promise<Route> {
     const { ttlMs } = this.options.timing;
@@ -347,7 +362,7 @@ export class ClusterPlane {
     return routeRequest(
       {
         nodeId: this.options.nodeId,
-        holdsHere: this.options.holdsHere,
+        holdsHere,
         readRecord: (a) => this.options.ownership.read(a),
         isLive: (node) => {
           const heartbeat = heartbeatOf(node);

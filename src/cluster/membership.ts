@@ -1,7 +1,9 @@
 /**
  * Membership: this node's view of the heartbeats under `nodes/`, listed
- * every heartbeat period, and its duty to fence the peers that stopped
- * writing theirs (docs/adr/0004-node-leases.md, "Liveness" and "Fencing").
+ * every heartbeat period, and the fences of the peers that stopped writing
+ * theirs (docs/adr/0004-node-leases.md, "Liveness" and "Fencing"), which
+ * the duty of src/cluster/duties/fence_peers.ts writes after each round
+ * while this node's lease is valid.
  *
  * A fence is always written `If-Match` the ETag this node watched, so it
  * lands only if the peer wrote nothing since: a peer that renews its lease is
@@ -155,8 +157,10 @@ export class Membership {
   #listFailures = 0;
   /** Peers whose lease dated ahead was logged, and when (monotonic ms). */
   readonly #aheadLogged = new Map<string, number>();
+  /** Work done at the end of every round, in order (the fencing duty's). */
+  readonly #afterRound: (() => Promise<void>)[] = [];
 
-  /** Starts listing at once, then every period, until `close`. */
+  /** A view of the heartbeats, empty until {@linkcode Membership.start}. */
   constructor(options: MembershipOptions) {
     this.#bucket = options.bucket;
     this.#clock = options.clock;
@@ -164,6 +168,28 @@ export class Membership {
     this.#nodeId = options.nodeId;
     this.#timing = options.timing;
     this.#ownLease = options.ownLease;
+  }
+
+  /**
+   * Starts listing at once, then every period, until `close`.
+   *
+   * @example
+   * ```ts
+   * import { Membership } from "./membership.ts";
+   * import { leaseTiming } from "./lease_timing.ts";
+   * import { MemoryBucket } from "../bucket/memory.ts";
+   * import { systemClock } from "../time/clock.ts";
+   * import { createLogger } from "../log.ts";
+   * const membership = new Membership({
+   *   bucket: new MemoryBucket(), clock: systemClock, log: createLogger(), nodeId: "a",
+   *   timing: leaseTiming(), ownLease: { valid: () => true, validSince: 0 },
+   * });
+   * membership.start();
+   * membership.close();
+   * ```
+   */
+  start(): void {
+    if (this.#timer || this.#closing.signal.aborted) return;
     this.#arm(0);
   }
 
@@ -412,7 +438,13 @@ export class Membership {
       this.#emit({ ...tracked.view, removed: true });
     }
     this.#warnOfLeasesAhead();
-    await this.#fenceDue();
+    for (const task of [...this.#afterRound]) {
+      await task().catch((e) =>
+        this.#log.error("work after a membership round failed", {
+          error: describe(e),
+        })
+      );
+    }
     return allRead;
   }
 
@@ -552,11 +584,60 @@ export class Membership {
     }
   }
 
-  /** Writes every fence due, a few at a time, each decided again just before it is sent. */
-  async #fenceDue(): Promise<void> {
-    if (!this.#leaseSettled()) return;
+  /**
+   * Runs `task` at the end of every round from now on (after the view was
+   * updated), before the next round can start; returns the function that
+   * stops it.
+   *
+   * @example
+   * ```ts
+   * import { Membership } from "./membership.ts";
+   * import { leaseTiming } from "./lease_timing.ts";
+   * import { MemoryBucket } from "../bucket/memory.ts";
+   * import { systemClock } from "../time/clock.ts";
+   * import { createLogger } from "../log.ts";
+   * const membership = new Membership({
+   *   bucket: new MemoryBucket(), clock: systemClock, log: createLogger(), nodeId: "a",
+   *   timing: leaseTiming(), ownLease: { valid: () => true, validSince: 0 },
+   * });
+   * const stop = membership.afterEachRound(() => membership.fenceDue());
+   * stop();
+   * membership.close();
+   * ```
+   */
+  afterEachRound(task: () => Promise<void>): () => void {
+    this.#afterRound.push(task);
+    return () => {
+      const at = this.#afterRound.indexOf(task);
+      if (at >= 0) this.#afterRound.splice(at, 1);
+    };
+  }
+
+  /**
+   * Writes every fence due, a few at a time, each decided again just before
+   * it is sent, and only while this node's lease has been valid for a watch
+   * and `signal` has not aborted.
+   *
+   * @example
+   * ```ts
+   * import { Membership } from "./membership.ts";
+   * import { leaseTiming } from "./lease_timing.ts";
+   * import { MemoryBucket } from "../bucket/memory.ts";
+   * import { systemClock } from "../time/clock.ts";
+   * import { createLogger } from "../log.ts";
+   * const membership = new Membership({
+   *   bucket: new MemoryBucket(), clock: systemClock, log: createLogger(), nodeId: "a",
+   *   timing: leaseTiming(), ownLease: { valid: () => true, validSince: 0 },
+   * });
+   * await membership.refresh();
+   * await membership.fenceDue(); // nobody to fence
+   * membership.close();
+   * ```
+   */
+  async fenceDue(signal?: AbortSignal): Promise<void> {
+    if (!this.#leaseSettled() || signal?.aborted) return;
     const due = [...this.#peers.values()].filter((tracked) => this.#fenceIsDue(tracked));
-    await pool(due, MEMBERSHIP_READ_CONCURRENCY, (tracked) => this.#fence(tracked));
+    await pool(due, MEMBERSHIP_READ_CONCURRENCY, (tracked) => this.#fence(tracked, signal));
   }
 
   /** Whether this node's own lease has been valid for a watch. */
@@ -576,9 +657,12 @@ export class Membership {
     return this.#clock.now() - heartbeat.at >= this.#timing.fenceAfterMs;
   }
 
-  async #fence(tracked: Tracked): Promise<void> {
+  async #fence(tracked: Tracked, signal: AbortSignal | undefined): Promise<void> {
     // Rounds are serial, but the lease can lapse while earlier fences are sent.
-    if (this.#closing.signal.aborted || !this.#leaseSettled() || !this.#fenceIsDue(tracked)) {
+    if (
+      this.#closing.signal.aborted || signal?.aborted || !this.#leaseSettled() ||
+      !this.#fenceIsDue(tracked)
+    ) {
       return;
     }
     const { view } = tracked;

@@ -2,7 +2,7 @@
  * Where a node sends an actor's request: run here, forwarded once to the
  * node that holds the actor, kept for a takeover (the spec's failover wait),
  * or answered 503. One place for client requests and actors.call, used by
- * `src/node.ts` and run as it is by the simulator (`sim/`).
+ * `src/node/assemble.ts` for every node, the simulator's included (`sim/`).
  *
  * @module
  */
@@ -18,8 +18,10 @@ import type { Route } from "./router.ts";
 
 /** What {@linkcode RequestRouting} needs of the node. */
 export interface RequestRoutingOptions {
-  /** The cluster side once the node id check passed; `undefined` standalone or before. */
-  plane: () => ClusterPlane | undefined;
+  /** The cluster side; `undefined` on a standalone node. Not valid before it started. */
+  plane: ClusterPlane | undefined;
+  /** Whether this node holds the actor now (ActorHost.holds). */
+  holdsHere: (actor: ActorKey) => boolean;
   /** Runs an event here (ActorHost.dispatch): takes the actor if it must. */
   dispatch: (key: ActorKey, request: ActorRequest) => Promise<EventOutcome>;
   /** The node's kept requests. */
@@ -62,7 +64,7 @@ function notReachable(): EventOutcome {
  *
  * @example
  * ```ts ignore
- * const routing = new RequestRouting({ plane: () => plane, dispatch, waits, log });
+ * const routing = new RequestRouting({ plane, holdsHere, dispatch, waits, log });
  * const outcome = await routing.route(key, request, { signal });
  * ```
  */
@@ -83,7 +85,7 @@ export class RequestRouting {
     request: ActorRequest,
     client?: { readonly signal: AbortSignal },
   ): Promise<EventOutcome> {
-    const cluster = this.#o.plane();
+    const cluster = this.#o.plane;
     if (!cluster) return await this.#o.dispatch(key, request);
     if (!cluster.valid()) {
       return { kind: "failed", status: 503, message: "this node's lease is not valid; retry" };
@@ -91,7 +93,7 @@ export class RequestRouting {
     const forwarded = request.headers.some(([name]) => name === FORWARDED_BY_HEADER);
     let where;
     try {
-      where = await cluster.route(key, forwarded);
+      where = await cluster.route(key, forwarded, this.#o.holdsHere);
     } catch (error) {
       this.#o.log.warn("could not read the actor's ownership record", {
         actor: `${key.tenant}/${key.class}/${key.name}`,
@@ -124,7 +126,7 @@ export class RequestRouting {
         if (!view.isGone(holder) && !view.isLive(holder)) return { wait: true };
         // Freed, or live again, or live but suspected (it refused this
         // node's connections): the record is read, about once a second.
-        const next = await untilAborted(cluster.route(key, false), waitEnds);
+        const next = await untilAborted(cluster.route(key, false, this.#o.holdsHere), waitEnds);
         if (!next || (next.kind === "unavailable" && next.ownerDown)) return { wait: true };
         if (next.kind === "local") {
           const served = await this.#o.dispatch(key, request);
@@ -159,14 +161,14 @@ export class RequestRouting {
     request: ActorRequest,
     call: { caller: string; chain: readonly string[] },
   ): Promise<EventOutcome | CallNotRun> {
-    const cluster = this.#o.plane();
+    const cluster = this.#o.plane;
     if (!cluster) return await this.#o.dispatch(target, request);
     if (!cluster.valid()) {
       return { kind: "not-run", error: "this node's lease is not valid; retry" };
     }
     let where;
     try {
-      where = await cluster.route(target, false);
+      where = await cluster.route(target, false, this.#o.holdsHere);
     } catch (error) {
       return { kind: "not-run", error: lookupFailure(error).message };
     }
@@ -193,7 +195,7 @@ export class RequestRouting {
   ): Promise<EventOutcome | Exclude<Route, { kind: "local" }>> {
     const outcome = await this.#o.dispatch(key, request);
     if (outcome.kind !== "failed" || outcome.heldBy === undefined) return outcome;
-    const again = await cluster.route(key, forwarded).catch(() => undefined);
+    const again = await cluster.route(key, forwarded, this.#o.holdsHere).catch(() => undefined);
     return !again || again.kind === "local" ? outcome : again;
   }
 }

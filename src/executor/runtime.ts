@@ -123,8 +123,11 @@ export interface ActorState {
   landed?: boolean;
 }
 
-/** Raised when an event must fail with a status the actor did not choose. */
-class EventFailure extends Error {
+/**
+ * Raised when an event must fail with a status the actor did not choose (a
+ * 503 when the lease ran out, a 504 past its limit): an outcome, not a bug.
+ */
+export class EventFailure extends Error {
   constructor(readonly status: number, message: string) {
     super(message);
     this.name = "EventFailure";

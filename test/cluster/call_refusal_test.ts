@@ -62,14 +62,13 @@ async function planeWith(answers: (string | undefined)[], written: string[]) {
     }),
   );
   let connects = 0;
-  const plane = await ClusterPlane.start({
+  const plane = new ClusterPlane({
     bucket,
     clock: systemClock,
     log,
     nodeId: "a",
     processToken: "a-1",
     timing,
-    address: "http://127.0.0.1:3",
     version: "0.1.0",
     ownership: new OwnershipRecords({
       bucket,
@@ -78,9 +77,6 @@ async function planeWith(answers: (string | undefined)[], written: string[]) {
       processToken: "a-1",
       log,
     }),
-    holdsHere: () => false,
-    onLeaseChange: () => {},
-    onLeaseLost: () => {},
     plaintext: "refuse",
     tls: {
       clusterAddress: "https://127.0.0.1:4",
@@ -89,6 +85,7 @@ async function planeWith(answers: (string | undefined)[], written: string[]) {
     },
     signCall: () => [["x-wasmkeep-signature", "v1=00"]],
   });
+  await plane.start("http://127.0.0.1:3");
   return { plane, connects: () => connects };
 }
 

@@ -161,6 +161,9 @@ function observe(
   const lines: string[] = [];
   const log = createLogger({ level: "debug", sink: (l) => lines.push(l), now: () => clock.now() });
   const membership = new Membership({ bucket, clock, log, nodeId, timing, ownLease: lease });
+  // The fencing duty, as the node runs it while its lease is valid.
+  membership.afterEachRound(() => membership.fenceDue());
+  membership.start();
   return { membership, lines, lease };
 }
 
@@ -337,6 +340,8 @@ Deno.test("membership: no fence while the lease is not valid, whatever validSinc
     timing,
     ownLease: lapsed,
   });
+  membership.afterEachRound(() => membership.fenceDue());
+  membership.start();
   await clock.advance(60_000);
   assert.equal(bucket.puts.length, 0);
   membership.close();

@@ -1,5 +1,9 @@
 import assert from "node:assert/strict";
-import { ExecutorPool, type UnstartedEvent } from "../../src/actors/executor_pool.ts";
+import {
+  ExecutorPool,
+  type ExecutorPoolEvents,
+  type UnstartedEvent,
+} from "../../src/actors/executor_pool.ts";
 import { loadComponent } from "../../src/actors/component.ts";
 import { ROOT } from "../helpers/node_process.ts";
 import { createLogger } from "../../src/log.ts";
@@ -30,6 +34,7 @@ Deno.test("an executor that crashes at start is started again after a growing ba
       return { program: Deno.execPath(), args: ["eval", "Deno.exit(3)"] };
     },
   });
+  pool.start();
   try {
     await new Promise((r) => setTimeout(r, 2500));
     // Without a back-off a process that exits at once is started about
@@ -65,14 +70,15 @@ const EVENT_TIMEOUT_MS = 3000;
 async function testbedPool(
   dataDir: string,
   lines: string[],
-  overrides: Partial<ConstructorParameters<typeof ExecutorPool>[0]> = {},
+  overrides: Partial<ConstructorParameters<typeof ExecutorPool>[0]> & ExecutorPoolEvents = {},
 ): Promise<ExecutorPool> {
+  const { checkHold, onCall, onGiveUp, onCount, onExecutorReplaced, ...settings } = overrides;
   const loaded = await loadComponent(
     "testbed",
     `${ROOT}test/fixtures/components/testbed.wasm`,
     `${dataDir}/cache`,
   );
-  return new ExecutorPool({
+  const pool = new ExecutorPool({
     size: 1,
     dataDir,
     classes: [{
@@ -95,8 +101,10 @@ async function testbedPool(
     bucketUrl: `file://${dataDir}/bucket`,
     nodeId: "test",
     historyRetentionMs: 0,
-    ...overrides,
+    ...settings,
   });
+  pool.start({ checkHold, onCall, onGiveUp, onCount, onExecutorReplaced });
+  return pool;
 }
 
 Deno.test("the looping event gets the 504, not an event that was waking another actor before it", async () => {

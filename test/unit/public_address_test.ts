@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { isPublicAddress } from "../../src/node.ts";
+import { isPublicAddress } from "../../src/node/mod.ts";
 
 Deno.test("isPublicAddress: private, loopback and link-local addresses and internal names are not public", () => {
   for (

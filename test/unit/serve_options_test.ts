@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { serveOptions } from "../../cli/serve.ts";
-import type { NodeOptions } from "../../src/node.ts";
+import type { NodeOptions } from "../../src/node/mod.ts";
 
 function cluster(...flags: string[]): NonNullable<NodeOptions["cluster"]> {
   const options = serveOptions([

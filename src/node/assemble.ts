@@ -1,0 +1,423 @@
+/**
+ * One node's object graph, built once from its options and its seams (clock,
+ * random, bucket, where executors run, the client listener, the connections
+ * to peers), each part made after what it uses: `wasmkeep serve` (through
+ * {@linkcode WasmKeepNode.start}) and the simulator (sim/) both build their
+ * nodes here, so the simulator runs the node that ships.
+ *
+ * Nothing is started here but the executors and, last, the client listener;
+ * the node's lifecycle (node.ts) probes the bucket, joins the cluster and
+ * stops.
+ *
+ * @module
+ */
+
+import type { Clock, Random } from "../time/clock.ts";
+import type { Logger } from "../log.ts";
+import type { Bucket } from "../bucket/bucket.ts";
+import { ExecutorPool } from "../actors/executor_pool.ts";
+import type { ExecutorLauncher } from "../actors/executor_launcher.ts";
+import { ActorHost } from "../actors/actor_host.ts";
+import { type ActorKey, DEFAULT_TENANT } from "../actors/key.ts";
+import type { ActorRequest, ExecutorClass } from "../actors/protocol.ts";
+import { createCallHandler } from "../actors/call_router.ts";
+import { createClientHandler } from "../http/client_handler.ts";
+import type { Connect } from "../http/forward.ts";
+import {
+  maxClientConnections,
+  maxClusterConnections,
+  maxOpenDatabases,
+  openFileLimit,
+} from "../limits.ts";
+import { MetricsRegistry } from "../metrics/registry.ts";
+import { NodeCounters } from "../metrics/node_counters.ts";
+import { OwnershipRecords } from "../cluster/ownership.ts";
+import { ClusterPlane } from "../cluster/cluster_plane.ts";
+import { RequestRouting } from "../cluster/request_routing.ts";
+import { type LeaseTiming, leaseTiming } from "../cluster/lease_timing.ts";
+import { FailoverWaits } from "../cluster/failover_wait.ts";
+import { LeaseDuties } from "../cluster/duties/scheduler.ts";
+import { fencePeers } from "../cluster/duties/fence_peers.ts";
+import { tlsConnector } from "../http/tls_connect.ts";
+import type { NodeIdentity } from "../security/node_identity.ts";
+import { VERSION } from "../version.ts";
+import { NODE_DEFAULTS, type NodeOptions } from "./options.ts";
+import {
+  Admission,
+  CallSecurity,
+  freedByHeartbeat,
+  ownershipHolds,
+  takenFromAnyId,
+  type TakeRule,
+  wallClockOf,
+} from "./policies.ts";
+import type { ClientListen, ClientListener } from "./listen.ts";
+
+/** What a node is built from besides its options: its seams. */
+export interface NodeSeams {
+  clock: Clock;
+  random: Random;
+  log: Logger;
+  bucket: Bucket;
+  /** Listens for clients with the node's handler; the node's URL comes from it. */
+  listen: ClientListen;
+  /** Where executors run; by default processes of this program. */
+  launcher?: ExecutorLauncher;
+  /** Plain connections to peers; by default TCP. */
+  connect?: Connect;
+  /** The cluster listener's certificate and key (with `cluster.listener`). */
+  identity?: NodeIdentity;
+  /** The open-file limit the node's bounds are cut to; by default the process's. */
+  fileLimit?: number;
+  /** This process's token in the bucket; by default 16 hex digits drawn from `random`. */
+  processToken?: string;
+  /**
+   * Deliberately broken variants for the simulator (sim/variants.ts): each a
+   * parameter the real code takes. Absent in `serve`.
+   */
+  planted?: {
+    /** Lease timings other than the ttl's. */
+    timing?: (timing: LeaseTiming) => LeaseTiming;
+    /** Another take rule than {@linkcode freedByHeartbeat}. */
+    takeRule?: (plane: ClusterPlane) => TakeRule;
+    /** How long a forwarded request waits for its answer (30 s by the spec). */
+    answerTimeoutMs?: number;
+  };
+}
+
+/** A built node's parts, for its lifecycle (node.ts) and whoever watches it (sim/). */
+export interface NodeParts {
+  options: NodeOptions;
+  /** The data directory, resolved. */
+  dataDir: string;
+  bucketUrl: string;
+  clock: Clock;
+  random: Random;
+  log: Logger;
+  bucket: Bucket;
+  metrics: MetricsRegistry;
+  counters: NodeCounters;
+  processToken: string;
+  ownership: OwnershipRecords;
+  /** The cluster side, not started; `undefined` on a standalone node. */
+  plane: ClusterPlane | undefined;
+  /** The take rule its actor host takes with. */
+  takeRule: TakeRule;
+  timing: LeaseTiming | undefined;
+  pool: ExecutorPool;
+  host: ActorHost;
+  waits: FailoverWaits;
+  routing: RequestRouting;
+  calls: CallSecurity;
+  duties: LeaseDuties;
+  admission: Admission;
+  /** Cluster listener connections at most (0 without one). */
+  clusterConnections: number;
+  identity: NodeIdentity | undefined;
+  /** Why the node is not ready, as the handlers answer it; the lifecycle sets it. */
+  readiness: Readiness;
+  /** The client listener's handler and the cluster listener's. */
+  handler: (request: Request) => Promise<Response>;
+  clusterHandler: (request: Request) => Promise<Response>;
+  listener: ClientListener;
+}
+
+/**
+ * Why a node is not ready: set by its lifecycle as it goes (starting,
+ * checking the bucket, joining, stopping), and a cluster node is not ready
+ * while its lease is not valid.
+ *
+ * @example
+ * ```ts
+ * import { Readiness } from "./assemble.ts";
+ * const readiness = new Readiness(undefined);
+ * readiness.set(undefined);
+ * console.log(readiness.reason()); // undefined: ready
+ * ```
+ */
+export class Readiness {
+  #reason: string | undefined = "starting";
+  #stopping = false;
+
+  constructor(readonly plane: ClusterPlane | undefined) {}
+
+  /** The reason the lifecycle gives now, `undefined` once it is done starting. */
+  set(reason: string | undefined): void {
+    this.#reason = reason;
+  }
+
+  /** From now on the node is stopping. */
+  stopping(): void {
+    this.#stopping = true;
+  }
+
+  /** Whether the start is over (the node served or serves). */
+  get started(): boolean {
+    return this.#reason === undefined;
+  }
+
+  /** Why the node is not ready, or `undefined`. */
+  reason(): string | undefined {
+    if (this.#stopping) return "stopping";
+    if (this.#reason) return this.#reason;
+    if (this.plane && !this.plane.valid()) {
+      return "the node lease is not valid (its heartbeat did not land)";
+    }
+    return undefined;
+  }
+}
+
+/** What is made before the assembly: the options, their classes and where the node lives. */
+export interface NodeInput {
+  options: NodeOptions;
+  /** The classes as executors need them (components loaded, or the simulator's). */
+  classes: ExecutorClass[];
+  /** The data directory, resolved. */
+  dataDir: string;
+  bucketUrl: string;
+}
+
+function randomToken(random: Random): string {
+  return Array.from(random.fill(new Uint8Array(8)), (b) => b.toString(16).padStart(2, "0"))
+    .join("");
+}
+
+/**
+ * Builds a node: every part, wired once, in the order they use each other.
+ *
+ * @example
+ * ```ts ignore
+ * const parts = assembleNode({ options, classes, dataDir, bucketUrl }, seams);
+ * const node = WasmKeepNode.fromParts(parts);
+ * ```
+ */
+export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
+  const { options, classes, dataDir, bucketUrl } = input;
+  const { clock, random, log, bucket } = seams;
+  const fileLimit = seams.fileLimit ?? openFileLimit();
+  const metrics = new MetricsRegistry();
+  // Every counter, with each value of its labels, is exported at 0 from now.
+  const counters = new NodeCounters(metrics, classes.map((c) => c.className), {
+    cluster: options.cluster !== undefined,
+  });
+  const processToken = seams.processToken ?? randomToken(random);
+  const ownership = new OwnershipRecords({
+    bucket,
+    clock,
+    nodeId: options.nodeId,
+    processToken,
+    log,
+  });
+  const calls = new CallSecurity({ nodeId: options.nodeId, clock, random, log });
+
+  const clusterConnections = options.cluster?.listener ? maxClusterConnections(fileLimit) : 0;
+  const requested = options.maxConnections ?? NODE_DEFAULTS.maxConnections;
+  const admission = new Admission(maxClientConnections(requested, fileLimit, clusterConnections));
+  if (admission.max < requested) {
+    log.warn("--max-connections lowered to fit the open-file limit", {
+      requested,
+      max_connections: admission.max,
+      open_file_limit: fileLimit,
+    });
+  }
+
+  const cluster = options.cluster;
+  const baseTiming = cluster ? leaseTiming(cluster.leaseTtlMs) : undefined;
+  const timing = baseTiming && (seams.planted?.timing?.(baseTiming) ?? baseTiming);
+  const identity = seams.identity;
+  const plane = cluster && timing
+    ? new ClusterPlane({
+      bucket,
+      clock,
+      log,
+      nodeId: options.nodeId,
+      processToken,
+      timing,
+      tls: cluster.listener && identity
+        ? {
+          clusterAddress: cluster.listener.advertise,
+          fingerprint: identity.fingerprint,
+          connect: (pinFor) => tlsConnector({ identity, pinFor }),
+        }
+        : undefined,
+      connect: seams.connect,
+      answerTimeoutMs: seams.planted?.answerTimeoutMs,
+      plaintext: cluster.plaintext,
+      version: VERSION,
+      ownership,
+      signCall: calls.sign,
+    })
+    : undefined;
+  const readiness = new Readiness(plane);
+  const leaseValid = () => !plane || plane.valid();
+  const takeRule = plane
+    ? (seams.planted?.takeRule ?? freedByHeartbeat)(plane)
+    : takenFromAnyId(log);
+
+  const pool = new ExecutorPool({
+    size: options.executors,
+    dataDir,
+    classes,
+    maxOpenDatabases: maxOpenDatabases(fileLimit),
+    databaseIdleMs: options.databaseIdleMs,
+    eventTimeoutMs: options.eventTimeoutMs,
+    logLevel: options.logLevel,
+    clock,
+    log,
+    launcher: seams.launcher,
+    // A standalone node's bucket is on its own disk: replicating into it
+    // would protect nothing (ADR 0005).
+    replicate: plane !== undefined,
+    bucketUrl,
+    nodeId: options.nodeId,
+    historyRetentionMs: options.historyRetentionMs,
+  });
+  const host = new ActorHost(
+    pool,
+    ownershipHolds(ownership, takeRule, leaseValid),
+    {
+      maxQueuedEvents: options.maxQueuedEvents,
+      maxResidentActors: options.maxResidentActors,
+      idleMs: options.idleMs,
+    },
+    clock,
+    log,
+    // Events run only while the lease is valid (a cluster node), and the
+    // executor runs nothing of them past its end (on the wall clock, which
+    // both processes read).
+    leaseValid,
+    () => plane ? wallClockOf(clock, plane.lease.validUntil) : 0,
+  );
+  metrics.gauge(
+    "wasmkeep_resident_actors",
+    "Actors with an instance in memory.",
+    () => host.residentCount,
+  );
+  metrics.gauge("wasmkeep_events_in_flight", "Events running or queued.", () => host.inFlight);
+
+  const waits = new FailoverWaits({
+    clock,
+    random,
+    maxWaitMs: cluster?.failoverWaitMs ?? 0,
+    maxKept: Math.floor(admission.max / 4),
+    count: (outcome) => counters.failoverWait(outcome),
+  });
+  const routing = new RequestRouting({
+    plane,
+    holdsHere: (actor) => host.holds(actor),
+    dispatch: (key, request) => host.dispatch(key, request),
+    waits,
+    log,
+  });
+  const classNames = new Set(classes.map((c) => c.className));
+  const internalClasses = new Set(
+    options.actors.filter((actor) => actor.internal).map((actor) => actor.className),
+  );
+  const onCall = createCallHandler({
+    hasClass: (name) => classNames.has(name),
+    route: (target, request, call) => routing.routeCall(target, request, call),
+  }, clock);
+  const dispatch = async (
+    key: ActorKey,
+    request: ActorRequest,
+    client?: { readonly signal: AbortSignal },
+  ) => {
+    const outcome = await routing.route(key, request, client);
+    counters.event(
+      key.class,
+      outcome.kind === "response" ? outcome.response.status : outcome.status,
+    );
+    return outcome;
+  };
+  const handlerContext = {
+    nodeId: options.nodeId,
+    tenant: DEFAULT_TENANT,
+    maxBodyBytes: options.maxBodyBytes,
+    hasClass: (name: string) => classNames.has(name),
+    notReadyReason: () => readiness.reason(),
+    dispatch,
+    admit: () => admission.admit(),
+    isInternal: (name: string) => internalClasses.has(name),
+  };
+  const verifyCall = (request: Parameters<CallSecurity["verify"]>[0]) => calls.verify(request);
+  const handler = createClientHandler({
+    ...handlerContext,
+    renderMetrics: () => metrics.render(),
+    // Refusing plain HTTP between nodes, a signed call on the client
+    // listener is a client's request (no caller, internal classes refused).
+    verifyCall: cluster?.plaintext === "accept" ? verifyCall : undefined,
+  });
+  const clusterHandler = createClientHandler({ ...handlerContext, verifyCall });
+  let listener: ClientListener;
+  try {
+    listener = seams.listen(handler);
+  } catch (error) {
+    // Nothing runs yet but the host's hibernation sweep, which a drain ends.
+    void host.drain(0);
+    throw error;
+  }
+  // Requests are served from here on, once this returns: nothing after it throws.
+  pool.start({
+    // A durable write is acknowledged only if it landed while this node
+    // held the actor: its record unchanged since the take and, in a
+    // cluster, its lease still valid before and after the check.
+    checkHold: async (actor, generation) => {
+      if (!leaseValid()) return false;
+      const held = await host.stillHolds(actor, generation);
+      return held && leaseValid();
+    },
+    onGiveUp: (actor, generation) => host.gaveUp(actor, generation),
+    onCall,
+    onCount: (name, by) => counters.replication(name, by),
+    onExecutorReplaced: (index, unstarted) => {
+      counters.executorReplaced();
+      host.executorReplaced(index, unstarted);
+    },
+  });
+
+  const duties = new LeaseDuties({ clock, log });
+  if (plane) {
+    duties.add(fencePeers(plane.membership));
+    duties.follow(plane.lease);
+    // Events already sent may run as long as the renewed lease.
+    plane.lease.subscribe({
+      extended: (validUntil) => pool.extendLease(wallClockOf(clock, validUntil)),
+    });
+  }
+
+  log.info("node listening", {
+    node: options.nodeId,
+    url: listener.url,
+    executors: options.executors,
+    open_file_limit: fileLimit,
+  });
+  return {
+    options,
+    dataDir,
+    bucketUrl,
+    clock,
+    random,
+    log,
+    bucket,
+    metrics,
+    counters,
+    processToken,
+    ownership,
+    plane,
+    takeRule,
+    timing,
+    pool,
+    host,
+    waits,
+    routing,
+    calls,
+    duties,
+    admission,
+    clusterConnections,
+    identity,
+    readiness,
+    handler,
+    clusterHandler,
+    listener,
+  };
+}

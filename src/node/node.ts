@@ -1,0 +1,507 @@
+/**
+ * A WasmKeep node's life: {@linkcode WasmKeepNode.start} loads the actor
+ * classes and builds the node (assemble.ts); then the node checks its
+ * bucket, joins the cluster (the cluster listener, the node id check, the
+ * lease, the cluster secret) and serves until it stops: cleanly, or because
+ * another writer took its lease. What its lease's changes make it do is
+ * here too: a lapse drops every actor, a loss stops the node.
+ *
+ * @module
+ */
+
+import { type Clock, type Random, systemClock, systemRandom, type Timer } from "../time/clock.ts";
+import { createLogger, type Logger } from "../log.ts";
+import { loadComponent } from "../actors/component.ts";
+import type { ExecutorClass } from "../actors/protocol.ts";
+import {
+  type Bucket,
+  FileBucket,
+  openBucket,
+  probeBucket,
+  removeFileLeftovers,
+} from "../bucket/mod.ts";
+import { S3ConfigError } from "../bucket/s3_config.ts";
+import { NodeIdInUse } from "../cluster/node_id_check.ts";
+import type { LeaseChangeCause, NodeLeaseLost } from "../cluster/node_lease.ts";
+import { createNodeIdentity, type NodeIdentity } from "../security/node_identity.ts";
+import { ClusterListener } from "../http/cluster_listener.ts";
+import { loadClusterSecret } from "../security/cluster_secret.ts";
+import { type ClusterOptions, type NodeOptions, NodeStartError } from "./options.ts";
+import { assembleNode, type NodeParts, type NodeSeams } from "./assemble.ts";
+import { denoListen } from "./listen.ts";
+import { identityHosts, isPublicAddress } from "./addresses.ts";
+
+/** How often the cluster listener's peers are checked against the heartbeats. */
+export const TRUST_SWEEP_MS = 250;
+
+/** Pause between reads of an unreadable cluster secret. */
+export const CLUSTER_SECRET_RETRY_MS = 3_000;
+
+/** How long a stop waits for the listener's connections after the events are done. */
+export const SERVER_SHUTDOWN_MS = 1000;
+
+/** Seams for tests and embedders of {@linkcode WasmKeepNode.start}. */
+export interface NodeDependencies {
+  clock?: Clock;
+  random?: Random;
+  log?: Logger;
+  /** A bucket to use instead of opening `bucketUrl`. */
+  bucket?: Bucket;
+}
+
+/**
+ * A running node.
+ *
+ * @example
+ * ```ts ignore
+ * const node = await WasmKeepNode.start({ ...options });
+ * console.log(node.url);
+ * await node.stop();
+ * ```
+ */
+export class WasmKeepNode {
+  readonly #parts: NodeParts;
+  readonly #failed = Promise.withResolvers<never>();
+  #stopping: Promise<void> | undefined;
+  /** Aborts what the start does (the probe, the join, the secret's reads) when the node stops. */
+  readonly #startAbort = new AbortController();
+  /** The removal of killed writers' files from a file bucket, under way. */
+  #cleaning: Promise<void> | undefined;
+  #clusterListener: ClusterListener | undefined;
+  #revokeTimer: Timer | undefined;
+  /** Trusted certificate fingerprints, recomputed at most every {@linkcode TRUST_SWEEP_MS}. */
+  #trustCache: { at: number; fingerprints: Set<string> } = {
+    at: -Infinity,
+    fingerprints: new Set(),
+  };
+
+  /** Resolves once the node is ready; rejects with {@linkcode NodeStartError} if it cannot be. */
+  readonly whenReady: Promise<void>;
+
+  private constructor(parts: NodeParts) {
+    this.#parts = parts;
+    parts.plane?.lease.subscribe({
+      changed: (valid, cause) => this.#leaseChanged(valid, cause),
+      lost: (reason) => this.#leaseLost(reason),
+    });
+    if (parts.bucket instanceof FileBucket) {
+      this.#cleaning = cleanFileBucket(
+        parts.bucket,
+        parts.clock,
+        parts.log,
+        this.#startAbort.signal,
+      );
+    }
+    this.whenReady = this.#begin();
+    // Callers that never await whenReady must not see an unhandled rejection.
+    this.whenReady.catch(() => {});
+  }
+
+  /**
+   * Starts a node: loads its classes (a broken component fails here), starts
+   * the execution plane and listens. The node reports not ready until its
+   * bucket passed the start-up probe; {@linkcode WasmKeepNode.whenReady}
+   * tells when, or rejects (after the node stopped) when the bucket failed.
+   */
+  static async start(options: NodeOptions, deps: NodeDependencies = {}): Promise<WasmKeepNode> {
+    const clock = deps.clock ?? systemClock;
+    const random = deps.random ?? systemRandom;
+    const log = deps.log ?? createLogger({ level: options.logLevel });
+    const dataDir = await Deno.realPath(await ensureDir(options.dataDir));
+    const classes = await loadClasses(options, dataDir, log);
+    const bucketUrl = options.bucketUrl ?? `file://${dataDir}/bucket`;
+    const bucket = deps.bucket ?? openNodeBucket(bucketUrl, clock, random);
+    let identity: NodeIdentity | undefined;
+    const listener = options.cluster?.listener;
+    if (listener) {
+      identity = await createNodeIdentity({
+        nodeId: options.nodeId,
+        hosts: identityHosts(listener.hostname, listener.advertise),
+        clock,
+        random,
+      });
+    }
+    const seams: NodeSeams = {
+      clock,
+      random,
+      log,
+      bucket,
+      identity,
+      listen: denoListen(options.hostname, options.port, log),
+    };
+    let parts: NodeParts;
+    try {
+      parts = assembleNode({ options, classes, dataDir, bucketUrl }, seams);
+    } catch (error) {
+      await bucket.close();
+      throw error;
+    }
+    return new WasmKeepNode(parts);
+  }
+
+  /**
+   * A node built from its parts (assemble.ts) with seams of the caller's:
+   * the simulator's nodes. It goes on as {@linkcode WasmKeepNode.start}'s do.
+   */
+  static fromParts(parts: NodeParts): WasmKeepNode {
+    return new WasmKeepNode(parts);
+  }
+
+  /** What the node is made of, for whoever watches it (the simulator's invariants). */
+  get parts(): NodeParts {
+    return this.#parts;
+  }
+
+  /** The options it was started with. */
+  get options(): NodeOptions {
+    return this.#parts.options;
+  }
+
+  /** `http://host:port` of its client listener. */
+  get url(): string {
+    return this.#parts.listener.url;
+  }
+
+  async #begin(): Promise<void> {
+    const { readiness, bucket, bucketUrl, clock, random, log, options } = this.#parts;
+    readiness.set("checking the bucket");
+    const probe = await probeBucket(bucket, {
+      clock,
+      random,
+      signal: this.#startAbort.signal,
+      log: (level, message) =>
+        log[level === "warn" ? "warn" : "info"](message, { bucket: bucketUrl }),
+    }).catch((error) => ({
+      ok: false as const,
+      reason: String((error as Error).message ?? error),
+    }));
+    if (this.#stopping) {
+      throw new NodeStartError("the node stopped before its bucket passed the start-up probe");
+    }
+    if (!probe.ok) {
+      log.error("the bucket failed the start-up probe", {
+        bucket: bucketUrl,
+        reason: probe.reason,
+      });
+      await this.stop();
+      throw new NodeStartError(
+        `the bucket ${bucketUrl} failed the start-up probe: ${probe.reason}`,
+      );
+    }
+    if (options.cluster) await this.#joinCluster(options.cluster);
+    readiness.set(undefined);
+    log.info("node ready", { node: options.nodeId, url: this.url, bucket: bucketUrl });
+  }
+
+  async #joinCluster(cluster: ClusterOptions): Promise<void> {
+    const { readiness, log, options, clock } = this.#parts;
+    const plane = this.#parts.plane!;
+    const timing = this.#parts.timing!;
+    const address = cluster.advertise ?? this.url;
+    if (cluster.listener) {
+      readiness.set("starting the cluster listener");
+      await this.#startClusterListener(cluster.listener);
+    } else if (cluster.plaintext === "accept" && isPublicAddress(address)) {
+      log.warn(
+        "plain HTTP between nodes on a public address: calls are signed but nothing is encrypted; keep nodes on a private network or give them --cluster-listen",
+        { advertise: address },
+      );
+    }
+    readiness.set("checking that no other process runs with this node id");
+    try {
+      await plane.start(address);
+    } catch (error) {
+      if (this.#stopping) {
+        throw new NodeStartError("the node stopped before its node id check ended");
+      }
+      const message = error instanceof NodeIdInUse
+        ? error.message
+        : `the node could not join the cluster: ${(error as Error).message}`;
+      log.error("cannot start", { node: options.nodeId, reason: message });
+      await this.stop();
+      throw new NodeStartError(message, { cause: error });
+    }
+    log.info("node joined the cluster", {
+      node: options.nodeId,
+      address,
+      lease_valid: plane.valid(),
+    });
+    await this.#readClusterSecret();
+    if (this.#clusterListener) {
+      this.#sweepTrust();
+      // Peers list the heartbeats once a period: by then each has seen the
+      // new fingerprint and lets this node in.
+      readiness.set("publishing this node's certificate fingerprint to its peers");
+      await clock.sleep(timing.periodMs + timing.skewMs, this.#startAbort.signal).catch(() => {});
+    }
+  }
+
+  async #startClusterListener(
+    settings: NonNullable<ClusterOptions["listener"]>,
+  ): Promise<void> {
+    const { log, options, clock, counters, metrics, identity, clusterConnections } = this.#parts;
+    const { hostname, port, advertise } = settings;
+    try {
+      this.#clusterListener = await ClusterListener.start({
+        hostname,
+        port,
+        identity: identity!,
+        // Only peers whose certificate a live heartbeat names are let in.
+        trust: (fingerprint) => this.#trusted().has(fingerprint),
+        handler: this.#parts.clusterHandler,
+        maxConnections: clusterConnections,
+        maxBodyBytes: options.maxBodyBytes,
+        log,
+        clock,
+        onRefused: (_fingerprint, reason) => counters.refusedConnection(reason),
+      });
+    } catch (error) {
+      await this.stop();
+      throw new NodeStartError(
+        `cannot listen on ${hostname}:${port} (--cluster-listen): ${(error as Error).message}`,
+      );
+    }
+    counters.listenerStarted();
+    const listener = this.#clusterListener;
+    metrics.gauge(
+      "wasmkeep_cluster_connections",
+      "Connections open on the cluster listener.",
+      () => listener.stats().open,
+    );
+    log.info("cluster listener up", {
+      node: options.nodeId,
+      listen: `${hostname}:${listener.address.port}`,
+      advertise,
+      fingerprint: identity!.fingerprint,
+      max_connections: clusterConnections,
+    });
+  }
+
+  /**
+   * Reads (or makes) `cluster/secret`. A bucket that does not answer is
+   * asked again every {@linkcode CLUSTER_SECRET_RETRY_MS} in the background
+   * while the node serves; calls between nodes fail until then.
+   */
+  async #readClusterSecret(attempt = 1): Promise<void> {
+    const { bucket, random, log, clock, calls } = this.#parts;
+    try {
+      calls.secret = await loadClusterSecret(bucket, {
+        random,
+        log,
+        clock,
+        signal: this.#startAbort.signal,
+      });
+      if (attempt > 1) log.info("cluster secret read", { attempt });
+    } catch (error) {
+      if (this.#startAbort.signal.aborted) return;
+      log.warn("could not read the cluster secret; calls between nodes wait for it", {
+        attempt,
+        error: String(error),
+      });
+      clock.sleep(CLUSTER_SECRET_RETRY_MS, this.#startAbort.signal)
+        .then(() => this.#readClusterSecret(attempt + 1), () => {});
+    }
+  }
+
+  #trusted(): Set<string> {
+    const plane = this.#parts.plane;
+    if (!plane) return this.#trustCache.fingerprints;
+    const now = this.#parts.clock.monotonic();
+    if (now - this.#trustCache.at >= TRUST_SWEEP_MS) {
+      this.#trustCache = { at: now, fingerprints: plane.trustedFingerprints() };
+    }
+    return this.#trustCache.fingerprints;
+  }
+
+  /**
+   * Every {@linkcode TRUST_SWEEP_MS}: peers whose heartbeat was fenced,
+   * released, removed, names a new key or expired lose their connections.
+   */
+  #sweepTrust(): void {
+    const listener = this.#clusterListener;
+    if (!listener || this.#stopping) return;
+    this.#trustCache.at = -Infinity;
+    const closed = listener.revoke();
+    if (closed > 0) {
+      this.#parts.log.info("closed connections of peers no longer trusted", { closed });
+    }
+    this.#revokeTimer = this.#parts.clock.setTimer(TRUST_SWEEP_MS, () => this.#sweepTrust());
+  }
+
+  /** What a change of the lease's validity makes the node do. */
+  #leaseChanged(valid: boolean, cause: LeaseChangeCause): void {
+    const { log, options, host } = this.#parts;
+    if (valid) {
+      log.info("node lease valid", { node: options.nodeId });
+      return;
+    }
+    if (cause === "released") {
+      // The clean stop's last step, after its actors were released.
+      log.info("node lease given up by the clean stop: releasing the heartbeat", {
+        node: options.nodeId,
+      });
+      return;
+    }
+    // Before any other node can take them: every actor is dropped at once,
+    // and taken again at new generations once a write lands.
+    log.warn("node lease not valid: dropping every actor", {
+      node: options.nodeId,
+      resident: host.residentCount,
+    });
+    if (!this.#stopping) host.dropAll();
+  }
+
+  /** Another writer took the lease: every actor is dropped, and the node stops for good. */
+  #leaseLost(reason: NodeLeaseLost): void {
+    const { log, options, host } = this.#parts;
+    log.error("another writer took this node's lease: stopping", {
+      node: options.nodeId,
+      reason: reason.detail,
+    });
+    host.dropAll();
+    this.stop().finally(() =>
+      // The reason's message says it all: "the node lease nodes/a was lost: …".
+      this.#failed.reject(new NodeStartError(reason.message, { cause: reason }))
+    );
+  }
+
+  /**
+   * Rejects when the node stopped itself for good while serving (its lease
+   * was taken by another writer); never resolves otherwise.
+   */
+  get whenFailed(): Promise<never> {
+    return this.#failed.promise;
+  }
+
+  /** Why the node is not ready, or `undefined`. */
+  notReadyReason(): string | undefined {
+    return this.#parts.readiness.reason();
+  }
+
+  /** Resident actors now. */
+  get residentActors(): number {
+    return this.#parts.host.residentCount;
+  }
+
+  /**
+   * Stops cleanly: no new connections, events under way finish (up to
+   * `stopGraceMs`), their uploads land, the actors are released, then the
+   * lease is.
+   */
+  stop(): Promise<void> {
+    this.#stopping ??= this.#stop();
+    return this.#stopping;
+  }
+
+  async #stop(): Promise<void> {
+    const { log, options, host, pool, plane, ownership, waits, listener, clock, bucket } =
+      this.#parts;
+    const readiness = this.#parts.readiness;
+    const started = readiness.started;
+    readiness.stopping();
+    log.info("node stopping", { node: options.nodeId, in_flight: host.inFlight });
+    this.#startAbort.abort(new Error("the node is stopping"));
+    // Kept requests get their 503 now: this node takes nothing over any more.
+    waits.stop();
+    const serverDone = listener.shutdown();
+    this.#revokeTimer?.cancel();
+    const drained = await host.drain(options.stopGraceMs);
+    if (!drained) log.warn("events still under way at the end of the stop grace period");
+    // The executors close their actors once their uploads landed…
+    await pool.close();
+    // …then the records say the actors are free, for another node to take.
+    if (started && (!plane || plane.valid())) await host.releaseAll();
+    ownership.close();
+    await this.#parts.duties.stop();
+    // Last: a released heartbeat frees any record whose release did not land.
+    await plane?.stop();
+    await this.#clusterListener?.close();
+    // Connections still open past the grace period are cut, not awaited.
+    await Promise.race([serverDone, clock.sleep(SERVER_SHUTDOWN_MS)]);
+    await this.#cleaning;
+    await bucket.close();
+    log.info("node stopped", { node: options.nodeId });
+  }
+}
+
+/** The classes of `options.actors`, their components loaded (a broken one fails here). */
+async function loadClasses(
+  options: NodeOptions,
+  dataDir: string,
+  log: Logger,
+): Promise<ExecutorClass[]> {
+  const classes: ExecutorClass[] = [];
+  for (const actor of options.actors) {
+    const loaded = await loadComponent(actor.className, actor.path, `${dataDir}/cache/components`);
+    classes.push({
+      className: actor.className,
+      hash: loaded.hash,
+      glue: loaded.glue,
+      coreModules: loaded.coreModules,
+      directModule: options.abi === "jco" ? undefined : loaded.directModule,
+      config: actor.config ?? {},
+    });
+    log.info("actor class loaded", {
+      class: actor.className,
+      path: actor.path,
+      version: loaded.hash.slice(0, 16),
+      bindings: options.abi !== "jco" && loaded.directModule ? "direct" : "jco",
+      why_jco: options.abi === "jco" ? "--abi jco" : loaded.directProblem,
+    });
+  }
+  return classes;
+}
+
+/**
+ * Removes, in the background, what processes killed while writing left in
+ * a file bucket (file_leftovers.ts): nothing reads those files, so the node
+ * does not wait for it.
+ */
+function cleanFileBucket(
+  bucket: FileBucket,
+  clock: Clock,
+  log: Logger,
+  signal: AbortSignal,
+): Promise<void> {
+  return removeFileLeftovers(bucket.root, clock, signal).then(({ temps, locks }) => {
+    if (temps + locks > 0) {
+      log.info("removed what killed writers left in the file bucket", {
+        bucket: bucket.root,
+        temp_files: temps,
+        locks,
+      });
+    }
+  }, (error) => {
+    if (signal.aborted) return;
+    log.warn("could not clean the file bucket of killed writers' files", {
+      bucket: bucket.root,
+      error: String(error),
+    });
+  });
+}
+
+/**
+ * Opens the node's bucket; `AWS_*` variables it cannot work with (no
+ * credentials, a plain-http endpoint) stop the start with their message.
+ */
+function openNodeBucket(url: string, clock: Clock, random: Random): Bucket {
+  try {
+    return openBucket(url, { clock, random });
+  } catch (error) {
+    if (error instanceof S3ConfigError) {
+      throw new NodeStartError(`cannot open the bucket ${url}: ${error.message}`);
+    }
+    throw error;
+  }
+}
+
+async function ensureDir(path: string): Promise<string> {
+  try {
+    await Deno.mkdir(path, { recursive: true });
+  } catch (error) {
+    throw new NodeStartError(
+      `cannot create the data directory ${path} (--data-dir): ${(error as Error).message}`,
+    );
+  }
+  return path;
+}
