@@ -18,9 +18,9 @@ import {
   forgetNode,
   formatClusterStatus,
   formatDuration,
-  isNodeId,
   readClusterStatus,
 } from "../src/cluster/status.ts";
+import { isNodeId } from "../src/cluster/node_id.ts";
 
 /** Where the cluster commands print, and the clock they judge ages by (tests replace them). */
 export interface ClusterIo {

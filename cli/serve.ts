@@ -15,7 +15,7 @@ import {
 import { classNameProblem } from "../src/actors/key.ts";
 import { MAX_CONFIG_FILE_BYTES, parseEnvFile } from "../src/config/env_file.ts";
 import type { LogLevel } from "../src/log.ts";
-import { NODE_ID_PATTERN } from "../src/cluster/heartbeat.ts";
+import { isNodeId } from "../src/cluster/node_id.ts";
 import { defaultFailoverWaitMs } from "../src/cluster/failover_wait.ts";
 import { leaseTiming } from "../src/cluster/lease_timing.ts";
 
@@ -267,8 +267,6 @@ export const SERVE_HELP: string = formatHelp(
   SERVE_FLAGS,
 ) + `\n\n${SERVE_ENVIRONMENT}`;
 
-const NODE_ID = NODE_ID_PATTERN;
-
 /** The largest --max-body-bytes: half a frame to an executor (MAX_FRAME_BYTES). */
 const MAX_BODY_BYTES = 32 * 1024 * 1024;
 
@@ -288,7 +286,7 @@ function parseListen(value: string, flag = "listen"): { hostname: string; port: 
 function defaultNodeId(): string {
   const id = Deno.hostname().toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/^-+|-+$/g, "")
     .slice(0, 63);
-  return NODE_ID.test(id) ? id : "node";
+  return isNodeId(id) ? id : "node";
 }
 
 function splitClassValue(flag: string, value: string): [string, string] {
@@ -374,7 +372,7 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
     }
   }
   const nodeId = (flags["node-id"] as string | undefined) ?? defaultNodeId();
-  if (!NODE_ID.test(nodeId)) {
+  if (!isNodeId(nodeId)) {
     throw new UsageError(
       `--node-id must be lower-case letters, digits and '-' (at most 63, not first or last), not '${nodeId}'`,
     );

@@ -6,14 +6,13 @@
  * @module
  */
 
+import { isNodeId } from "./node_id.ts";
+
 /** Line 1 of a heartbeat with node leases. */
 export const HEARTBEAT_MAGIC = "wasmkeep-heartbeat 2";
 
 /** Line 1 of a heartbeat from before node leases (read, never written). */
 export const LEGACY_HEARTBEAT_MAGIC = "wasmkeep-heartbeat 1";
-
-/** Node ids: lower-case letters, digits and '-', at most 63, not starting or ending with '-'. */
-export const NODE_ID_PATTERN = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 
 /** Whether the lease is held, given back, or taken by a peer. */
 export type LeaseState = "live" | "released" | "fenced";
@@ -150,7 +149,7 @@ export function decodeHeartbeat(bytes: Uint8Array, key: string): Heartbeat {
     throw new MalformedHeartbeat(key, `line 1 is ${JSON.stringify(lines[0])}, not a heartbeat`);
   }
   if (lines.length < 13) throw new MalformedHeartbeat(key, `${lines.length} lines, not 13`);
-  if (!NODE_ID_PATTERN.test(lines[1])) throw new MalformedHeartbeat(key, "line 2 is not a node id");
+  if (!isNodeId(lines[1])) throw new MalformedHeartbeat(key, "line 2 is not a node id");
   if (!Number.isSafeInteger(at) || at < 0) {
     throw new MalformedHeartbeat(key, "line 4 is not a time");
   }

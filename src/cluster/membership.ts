@@ -29,8 +29,9 @@ import { NODES_PREFIX } from "../bucket/keys.ts";
 import { deadline, raceSignal } from "../bucket/timers.ts";
 import type { Logger } from "../log.ts";
 import type { Clock, Timer } from "../time/clock.ts";
-import { decodeHeartbeat, type Heartbeat, isLive, NODE_ID_PATTERN } from "./heartbeat.ts";
+import { decodeHeartbeat, type Heartbeat, isLive } from "./heartbeat.ts";
 import type { LeaseTiming } from "./lease_timing.ts";
+import { isNodeId } from "./node_id.ts";
 
 /**
  * Heartbeats read at once in a listing round (32): with a thousand nodes a
@@ -479,7 +480,7 @@ export class Membership {
       for await (const object of listAll(this.#bucket, NODES_PREFIX, undefined, { signal })) {
         const nodeId = object.key.slice(NODES_PREFIX.length);
         // A valid id needs no percent-encoding, so its key is `nodes/<id>` as is.
-        if (NODE_ID_PATTERN.test(nodeId)) {
+        if (isNodeId(nodeId)) {
           objects.set(nodeId, object);
         } else if (!this.#ignoredKeys.has(object.key)) {
           this.#ignoredKeys.add(object.key);

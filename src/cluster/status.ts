@@ -19,9 +19,9 @@ import {
   isLive,
   type LeaseState,
   MalformedHeartbeat,
-  NODE_ID_PATTERN,
   type ServingState,
 } from "./heartbeat.ts";
+import { assertNodeId, isNodeId } from "./node_id.ts";
 import { type LeaseTiming, leaseTiming } from "./lease_timing.ts";
 
 /** Who line 5 of a heartbeat names when `wasmkeep cluster fence` wrote it. */
@@ -151,7 +151,7 @@ function idOfKey(key: string): { id: string; problem?: string } {
   } catch {
     return { id, problem: "the key is not a node id" };
   }
-  if (rest.includes("/") || !NODE_ID_PATTERN.test(id)) {
+  if (rest.includes("/") || !isNodeId(id)) {
     return { id, problem: "the key is not a node id" };
   }
   return { id };
@@ -632,12 +632,6 @@ export interface FenceOutcome {
   now: number;
 }
 
-function checkNodeId(nodeId: string): void {
-  if (!NODE_ID_PATTERN.test(nodeId)) {
-    throw new RangeError(`'${nodeId}' is not a node id`);
-  }
-}
-
 /** Line 5 replaced by `fenced cli`, every other line kept as it is. */
 function fencedText(body: Uint8Array): Uint8Array {
   const text = new TextDecoder().decode(body);
@@ -666,7 +660,7 @@ export async function fenceNode(
   nodeId: string,
   options: ClusterToolOptions = {},
 ): Promise<FenceOutcome> {
-  checkNodeId(nodeId);
+  assertNodeId(nodeId, "the node to fence");
   const clock = options.now ?? Date.now;
   const timing = leaseTiming(options.ttlMs);
   const key = nodeKey(nodeId);
@@ -775,7 +769,7 @@ export async function forgetNode(
   nodeId: string,
   options: ClusterToolOptions = {},
 ): Promise<ForgetOutcome> {
-  checkNodeId(nodeId);
+  assertNodeId(nodeId, "the node to forget");
   const clock = options.now ?? Date.now;
   const timing = leaseTiming(options.ttlMs);
   const minAgeMs = timing.ttlMs + timing.fenceAfterMs;
@@ -831,9 +825,4 @@ export async function forgetNode(
   throw new ClusterToolRefusal(
     `${key} changed under each of ${CONDITION_ATTEMPTS} attempts; nothing was removed, try again`,
   );
-}
-
-/** Whether `value` is a node id (for usage checks). */
-export function isNodeId(value: string): boolean {
-  return NODE_ID_PATTERN.test(value);
 }

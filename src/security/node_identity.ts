@@ -17,7 +17,7 @@
  * @module
  */
 
-import { NODE_ID_PATTERN } from "../cluster/heartbeat.ts";
+import { assertNodeId } from "../cluster/node_id.ts";
 import { type Clock, type Random, systemClock, systemRandom } from "../time/clock.ts";
 import {
   derBitString,
@@ -110,9 +110,7 @@ export interface NodeIdentityOptions {
  */
 export async function createNodeIdentity(options: NodeIdentityOptions): Promise<NodeIdentity> {
   const { nodeId } = options;
-  if (!NODE_ID_PATTERN.test(nodeId)) {
-    throw new TypeError(`node id "${nodeId}" is not [a-z0-9-], at most 63, for a certificate`);
-  }
+  assertNodeId(nodeId, "the node id of a certificate");
   const sanNames = options.hosts.map(subjectAltName);
   if (sanNames.length === 0) throw new TypeError("a node certificate needs at least one host");
   if (sanNames.length > MAX_IDENTITY_HOSTS) {
