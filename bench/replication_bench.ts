@@ -53,7 +53,8 @@ import type {
 import { MemoryBucket } from "../src/bucket/memory.ts";
 import { FileBucket } from "../src/bucket/file.ts";
 import { S3Bucket } from "../src/bucket/s3.ts";
-import { type ActorId, actorPrefix } from "../src/bucket/keys.ts";
+import type { ActorKey } from "../src/actors/key.ts";
+import { actorPrefix } from "../src/bucket/keys.ts";
 import { BYTES_PER_MB } from "../src/bucket/bounds.ts";
 import { createLogger } from "../src/log.ts";
 import { systemClock, systemRandom } from "../src/time/clock.ts";
@@ -243,7 +244,7 @@ interface PageTally {
 }
 
 interface OpenActor {
-  id: ActorId;
+  id: ActorKey;
   path: string;
   db: ActorDatabase;
   replica: ActorReplica;
@@ -283,7 +284,7 @@ function countPages(db: ActorDatabase, tally: PageTally) {
 }
 
 async function openActor(bucket: Bucket, dir: string, name: string): Promise<OpenActor> {
-  const id: ActorId = { tenant: "bench", class: "replication", name };
+  const id: ActorKey = { tenant: "bench", class: "replication", name };
   const path = `${dir}/${name}.db`;
   let db: ActorDatabase | undefined;
   const pages: PageTally = { captures: 0, pages: 0, pageBytes: 0 };
@@ -600,7 +601,7 @@ function verifyDatabase(path: string, expectedRows: number) {
 
 async function restoreOnce(
   bucket: Bucket,
-  actor: ActorId,
+  actor: ActorKey,
   expected: bigint,
   dir: string,
 ): Promise<{ ms: number; cpuMs: number; keys: string[]; path: string; databaseBytes: number }> {

@@ -20,7 +20,8 @@ import type {
   ObjectInfo,
   StoredObject,
 } from "../src/bucket/bucket.ts";
-import { type ActorId, actorPrefix } from "../src/bucket/keys.ts";
+import type { ActorKey } from "../src/actors/key.ts";
+import { actorPrefix } from "../src/bucket/keys.ts";
 import { decodeLtx, type LtxFile } from "../src/ltx/decoder.ts";
 import { CHECKSUM_FLAG, databaseChecksum } from "../src/ltx/checksum.ts";
 import { decodeBase, decodeDeleted } from "../src/replication/history.ts";
@@ -113,7 +114,7 @@ export interface Restored extends ChainPosition {
  */
 export async function restoreFromStore(
   store: StoreView,
-  actor: ActorId,
+  actor: ActorKey,
   scratch: string,
 ): Promise<Restored> {
   try {
@@ -183,7 +184,7 @@ const BASE = /^wal\/([0-9a-f]{16})\/base$/;
  * const { txid, checksum } = replayChain(new StoreView(objects), actor);
  * ```
  */
-export function replayChain(store: StoreView, actor: ActorId): ChainPosition {
+export function replayChain(store: StoreView, actor: ActorKey): ChainPosition {
   const prefix = actorPrefix(actor);
   const files: ListedFile[] = [];
   const bases = new Map<bigint, bigint>();

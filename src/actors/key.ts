@@ -4,25 +4,17 @@
  * @module
  */
 
+import type { ActorKey } from "../actor_key.ts";
+
 /** The longest class or actor name accepted, in UTF-8 bytes. */
 export const MAX_NAME_BYTES = 256;
 
 /** The tenant of actors served without an app (`wasmkeep serve --actor`). */
 export const DEFAULT_TENANT = "default";
 
-/**
- * Who an actor is.
- *
- * @example
- * ```ts
- * const key: ActorKey = { tenant: "default", class: "counter", name: "alice" };
- * ```
- */
-export interface ActorKey {
-  tenant: string;
-  class: string;
-  name: string;
-}
+// Defined below the layers that name actors (the bucket's keys, the
+// replication); the actors' side and everything above import it from here.
+export type { ActorKey } from "../actor_key.ts";
 
 const utf8 = new TextEncoder();
 

@@ -8,6 +8,8 @@
  * @module
  */
 
+import type { ActorKey } from "../actor_key.ts";
+
 /** Prefix of every node's heartbeat, which is also its lease. */
 export const NODES_PREFIX = "nodes/";
 /** Prefix of the actors' ownership records. */
@@ -55,17 +57,7 @@ export function nodeKey(nodeId: string): string {
   return NODES_PREFIX + segment(nodeId);
 }
 
-/** An actor: the tenant, the class and the name that identify it. */
-export interface ActorId {
-  /** The tenant that owns the app. */
-  tenant: string;
-  /** The actor's class. */
-  class: string;
-  /** The actor's name within its class. */
-  name: string;
-}
-
-function actorPath(actor: ActorId): string {
+function actorPath(actor: ActorKey): string {
   return `${segment(actor.tenant)}/${segment(actor.class)}/${segment(actor.name)}`;
 }
 
@@ -78,7 +70,7 @@ function actorPath(actor: ActorId): string {
  * ownerKey({ tenant: "acme", class: "room", name: "lobby" }); // "owners/acme/room/lobby"
  * ```
  */
-export function ownerKey(actor: ActorId): string {
+export function ownerKey(actor: ActorKey): string {
   return OWNERS_PREFIX + actorPath(actor);
 }
 
@@ -91,7 +83,7 @@ export function ownerKey(actor: ActorId): string {
  * actorPrefix({ tenant: "acme", class: "room", name: "lobby" }); // "actors/acme/room/lobby/"
  * ```
  */
-export function actorPrefix(actor: ActorId): string {
+export function actorPrefix(actor: ActorKey): string {
   return `${ACTORS_PREFIX}${actorPath(actor)}/`;
 }
 
@@ -104,7 +96,7 @@ export function actorPrefix(actor: ActorId): string {
  * actorWalPrefix({ tenant: "acme", class: "room", name: "lobby" }); // "actors/acme/room/lobby/wal/"
  * ```
  */
-export function actorWalPrefix(actor: ActorId): string {
+export function actorWalPrefix(actor: ActorKey): string {
   return `${actorPrefix(actor)}wal/`;
 }
 
@@ -120,7 +112,7 @@ export function actorWalPrefix(actor: ActorId): string {
  * // "alarms/001700000000000/acme/room/lobby"
  * ```
  */
-export function alarmKey(dueMs: number, actor: ActorId): string {
+export function alarmKey(dueMs: number, actor: ActorKey): string {
   return `${alarmDuePrefix(dueMs)}/${actorPath(actor)}`;
 }
 

@@ -8,7 +8,7 @@
 
 import type { Bucket } from "../bucket/bucket.ts";
 import { CALLER_HEADER, type CallToSign, CHAIN_HEADER } from "../security/call_signature.ts";
-import type { ActorId } from "../bucket/keys.ts";
+import type { ActorKey } from "../actors/key.ts";
 import type { Clock } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
 import type { ActorRequest, ActorResponse } from "../actors/protocol.ts";
@@ -65,7 +65,7 @@ export interface ClusterPlaneOptions {
 export type CallSigner = (call: CallToSign) => [string, string][];
 
 /** The request target of an actor's request on another node: path and query. */
-function actorPath(actor: ActorId, request: ActorRequest): string {
+function actorPath(actor: ActorKey, request: ActorRequest): string {
   return `/actor/${encodeURIComponent(actor.class)}/${encodeURIComponent(actor.name)}${
     request.path === "/" ? "" : request.path
   }${request.query ? `?${request.query}` : ""}`;
@@ -326,9 +326,9 @@ export class ClusterPlane {
    * holder may have just started.
    */
   async route(
-    actor: ActorId,
+    actor: ActorKey,
     forwarded: boolean,
-    holdsHere: (actor: ActorId) => boolean,
+    holdsHere: (actor: ActorKey) => boolean,
   ): Promise<Route> {
     const route = await this.#route(actor, forwarded, holdsHere);
     if (route.kind !== "unavailable" || !route.ownerDown) return route;
@@ -351,9 +351,9 @@ export class ClusterPlane {
   }
 
   #route(
-    actor: ActorId,
+    actor: ActorKey,
     forwarded: boolean,
-    holdsHere: (actor: ActorId) => boolean,
+    holdsHere: (actor: ActorKey) => boolean,
     fresh?: { node: string; heartbeat: Heartbeat },
   ): Promise<Route> {
     const { ttlMs } = this.options.timing;
@@ -419,7 +419,7 @@ export class ClusterPlane {
   async forward(
     address: string,
     node: string,
-    actor: ActorId,
+    actor: ActorKey,
     request: ActorRequest,
     signal?: AbortSignal,
   ): Promise<ForwardOutcome> {
@@ -463,7 +463,7 @@ export class ClusterPlane {
   async forwardCall(
     address: string,
     node: string,
-    actor: ActorId,
+    actor: ActorKey,
     request: ActorRequest,
     call: { caller: string; chain: readonly string[] },
   ): Promise<ForwardOutcome | { kind: "not-run"; error: string }> {

@@ -15,7 +15,8 @@
 
 import type { Bucket } from "../bucket/bucket.ts";
 import { BucketRequestError, BucketUnavailable, PreconditionFailed } from "../bucket/errors.ts";
-import { type ActorId, ownerKey } from "../bucket/keys.ts";
+import type { ActorKey } from "../actors/key.ts";
+import { ownerKey } from "../bucket/keys.ts";
 import { DeadlineExceeded } from "../bucket/timers.ts";
 import { uploadWithAttempts } from "../bucket/upload.ts";
 import type { Logger } from "../log.ts";
@@ -108,7 +109,7 @@ export interface OwnerRecord {
 /** One hold of an actor: what {@linkcode OwnershipRecords.take} wrote. */
 export interface Hold {
   /** The actor held. */
-  readonly actor: ActorId;
+  readonly actor: ActorKey;
   /** The generation of this hold. */
   readonly generation: bigint;
   /** The ETag of the record the take wrote: the hold lasts while the record keeps it. */
@@ -443,7 +444,7 @@ export class OwnershipRecords {
    * console.log(refused instanceof HeldElsewhere); // true
    * ```
    */
-  async take(actor: ActorId, options: TakeOptions): Promise<Hold> {
+  async take(actor: ActorKey, options: TakeOptions): Promise<Hold> {
     const key = ownerKey(actor);
     // The take supersedes a release of this actor still being retried: stop
     // its timer so the two do not trade writes; it resumes if the take fails.
@@ -472,7 +473,7 @@ export class OwnershipRecords {
     }
   }
 
-  async #take(key: string, actor: ActorId, options: TakeOptions): Promise<Hold> {
+  async #take(key: string, actor: ActorKey, options: TakeOptions): Promise<Hold> {
     const { canTakeFrom, signal, mayWrite } = options;
     const beforeAttempt = mayWrite
       ? () => {
@@ -566,7 +567,7 @@ export class OwnershipRecords {
    * ```
    */
   async read(
-    actor: ActorId,
+    actor: ActorKey,
     options: { signal?: AbortSignal } = {},
   ): Promise<OwnerRecord | undefined> {
     const key = ownerKey(actor);

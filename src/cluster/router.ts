@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { ActorId } from "../bucket/keys.ts";
+import type { ActorKey } from "../actors/key.ts";
 import type { OwnerRecord } from "./ownership.ts";
 
 /** What the router needs to know of the cluster. */
@@ -16,9 +16,9 @@ export interface RouterView {
   /** This node's id. */
   nodeId: string;
   /** Whether this node holds the actor now (resident, with a hold). */
-  holdsHere(actor: ActorId): boolean;
+  holdsHere(actor: ActorKey): boolean;
   /** The actor's ownership record, `undefined` when it has none. */
-  readRecord(actor: ActorId): Promise<OwnerRecord | undefined>;
+  readRecord(actor: ActorKey): Promise<OwnerRecord | undefined>;
   /** Whether a node's heartbeat is live. */
   isLive(nodeId: string): boolean;
   /**
@@ -69,7 +69,7 @@ export type Route =
  */
 export async function routeRequest(
   view: RouterView,
-  actor: ActorId,
+  actor: ActorKey,
   forwarded: boolean,
 ): Promise<Route> {
   if (view.holdsHere(actor)) return { kind: "local" };

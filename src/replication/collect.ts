@@ -8,7 +8,8 @@
  */
 
 import { type Bucket, MAX_KEYS_PER_PAGE } from "../bucket/bucket.ts";
-import { type ActorId, actorWalPrefix } from "../bucket/keys.ts";
+import type { ActorKey } from "../actor_key.ts";
+import { actorWalPrefix } from "../bucket/keys.ts";
 import { BucketUnavailable } from "../bucket/errors.ts";
 import { deadline } from "../bucket/timers.ts";
 import type { Logger } from "../log.ts";
@@ -74,7 +75,7 @@ export interface CollectOptions {
   /** Wall time for the retention, and the delete timeouts. */
   clock: Clock;
   /** Whose history. */
-  actor: ActorId;
+  actor: ActorKey;
   /** The generation this node holds the actor at. */
   generation: bigint;
   /** The TXID of the snapshot just uploaded at `generation`. */
@@ -178,7 +179,7 @@ export async function collectHistory(options: CollectOptions): Promise<DeleteCou
 async function laterGenerationListed(
   bucket: Bucket,
   clock: Clock,
-  actor: ActorId,
+  actor: ActorKey,
   g: bigint,
   signal: AbortSignal | undefined,
 ): Promise<boolean> {
@@ -203,7 +204,7 @@ const LAST_TXID = (1n << 64n) - 1n;
 async function collectable(
   bucket: Bucket,
   clock: Clock,
-  actor: ActorId,
+  actor: ActorKey,
   g: bigint,
   n: bigint,
   old: (o: HistoryObject) => boolean,
@@ -293,7 +294,7 @@ export interface EraseOptions {
   /** Times the deletes and the pauses between rounds. */
   clock: Clock;
   /** Whose history. */
-  actor: ActorId;
+  actor: ActorKey;
   /** The generation of the `deleted` marker; with `txid`, narrows the erasure to what it makes dead. */
   generation?: bigint;
   /** The TXID of the `deleted` marker. */

@@ -10,7 +10,8 @@
  */
 
 import type { ObjectInfo } from "../bucket/bucket.ts";
-import { type ActorId, actorPrefix, actorWalPrefix } from "../bucket/keys.ts";
+import type { ActorKey } from "../actor_key.ts";
+import { actorPrefix, actorWalPrefix } from "../bucket/keys.ts";
 import { CHECKSUM_FLAG } from "../ltx/checksum.ts";
 import { formatLtxFilename, formatTxid } from "../ltx/filename.ts";
 
@@ -161,7 +162,7 @@ export function formatGeneration(generation: bigint): string {
  * // "actors/t/c/n/wal/0000000000000001/"
  * ```
  */
-export function generationPrefix(actor: ActorId, generation: bigint): string {
+export function generationPrefix(actor: ActorKey, generation: bigint): string {
   return `${actorWalPrefix(actor)}${formatGeneration(generation)}/`;
 }
 
@@ -175,7 +176,7 @@ export function generationPrefix(actor: ActorId, generation: bigint): string {
  * // "actors/t/c/n/wal/0000000000000001/0000000000000001-0000000000000005.ltx"
  * ```
  */
-export function walFileKey(actor: ActorId, generation: bigint, min: bigint, max: bigint): string {
+export function walFileKey(actor: ActorKey, generation: bigint, min: bigint, max: bigint): string {
   if (min < 1n || min > max) throw new RangeError(`not a TXID range: ${min}-${max}`);
   return generationPrefix(actor, generation) + formatLtxFilename(min, max);
 }
@@ -189,7 +190,7 @@ export function walFileKey(actor: ActorId, generation: bigint, min: bigint, max:
  * baseKey({ tenant: "t", class: "c", name: "n" }, 2n); // "actors/t/c/n/wal/0000000000000002/base"
  * ```
  */
-export function baseKey(actor: ActorId, generation: bigint): string {
+export function baseKey(actor: ActorKey, generation: bigint): string {
   return generationPrefix(actor, generation) + BASE_NAME;
 }
 
@@ -202,7 +203,7 @@ export function baseKey(actor: ActorId, generation: bigint): string {
  * deletedKey({ tenant: "t", class: "c", name: "n" }); // "actors/t/c/n/deleted"
  * ```
  */
-export function deletedKey(actor: ActorId): string {
+export function deletedKey(actor: ActorKey): string {
   return actorPrefix(actor) + DELETED_NAME;
 }
 
@@ -222,7 +223,7 @@ export function deletedKey(actor: ActorId): string {
  * history.generations; // [1n]
  * ```
  */
-export function parseHistory(objects: Iterable<ObjectInfo>, actor: ActorId): ActorHistory {
+export function parseHistory(objects: Iterable<ObjectInfo>, actor: ActorKey): ActorHistory {
   const prefix = actorPrefix(actor);
   const bases = new Map<bigint, HistoryBase>();
   const files: HistoryFile[] = [];

@@ -9,7 +9,7 @@
  */
 
 import type { Bucket } from "../bucket/bucket.ts";
-import type { ActorId } from "../bucket/keys.ts";
+import type { ActorKey } from "../actor_key.ts";
 import type { Clock } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
 import type { ActorDatabase } from "../sqlite/actor_database.ts";
@@ -47,7 +47,7 @@ export function positionPath(databasePath: string): string {
 
 /** Options of {@linkcode ActorReplica.open}. */
 export interface ReplicaOpenOptions {
-  actor: ActorId;
+  actor: ActorKey;
   /** The actor's database file. */
   path: string;
   generation: bigint;

@@ -19,7 +19,8 @@
 import type { Bucket, ListOptions, ListPage, ObjectInfo } from "../bucket/bucket.ts";
 import { BYTES_PER_MB } from "../bucket/bounds.ts";
 import { BucketRequestError, BucketUnavailable } from "../bucket/errors.ts";
-import { type ActorId, actorPrefix } from "../bucket/keys.ts";
+import type { ActorKey } from "../actor_key.ts";
+import { actorPrefix } from "../bucket/keys.ts";
 import { deadline, DeadlineExceeded } from "../bucket/timers.ts";
 import { applyLtxToFile, type LtxPosition } from "../ltx/apply.ts";
 import { decodeLtx, type LtxFile } from "../ltx/decoder.ts";
@@ -217,7 +218,7 @@ export interface RestoreOptions {
   /** Times every bound. */
   clock: Clock;
   /** Whose history. */
-  actor: ActorId;
+  actor: ActorKey;
   /** The local database file; built beside it, then swapped in. */
   path: string;
   /**

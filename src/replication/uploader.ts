@@ -10,7 +10,7 @@
 import { setImmediate } from "node:timers";
 import type { Bucket } from "../bucket/bucket.ts";
 import { PreconditionFailed } from "../bucket/errors.ts";
-import type { ActorId } from "../bucket/keys.ts";
+import type { ActorKey } from "../actor_key.ts";
 import { uploadWithAttempts } from "../bucket/upload.ts";
 import { BYTES_PER_MB } from "../bucket/bounds.ts";
 import type { Clock } from "../time/clock.ts";
@@ -87,7 +87,7 @@ export interface ActorUploaderOptions {
   bucket: Bucket;
   clock: Clock;
   log: Logger;
-  actor: ActorId;
+  actor: ActorKey;
   nodeId: string;
   /** The generation of this node's hold. */
   generation: bigint;

@@ -5,7 +5,8 @@ import { MemoryBucket } from "../../src/bucket/memory.ts";
 import { S3Bucket } from "../../src/bucket/s3.ts";
 import type { Bucket, PutOptions } from "../../src/bucket/bucket.ts";
 import { BucketUnavailable, PreconditionFailed } from "../../src/bucket/errors.ts";
-import { type ActorId, ownerKey } from "../../src/bucket/keys.ts";
+import type { ActorKey } from "../../src/actors/key.ts";
+import { ownerKey } from "../../src/bucket/keys.ts";
 import { createLogger } from "../../src/log.ts";
 import { type Clock, systemClock } from "../../src/time/clock.ts";
 import {
@@ -20,7 +21,7 @@ import {
   TakeNotAllowed,
 } from "../../src/cluster/ownership.ts";
 
-const actor: ActorId = { tenant: "acme", class: "room", name: "lobby" };
+const actor: ActorKey = { tenant: "acme", class: "room", name: "lobby" };
 const key = ownerKey(actor);
 const never = () => false;
 const always = () => true;

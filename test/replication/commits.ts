@@ -20,7 +20,7 @@ import type {
   StoredObject,
 } from "../../src/bucket/bucket.ts";
 import { listAll } from "../../src/bucket/bucket.ts";
-import type { ActorId } from "../../src/bucket/keys.ts";
+import type { ActorKey } from "../../src/actors/key.ts";
 import { actorWalPrefix } from "../../src/bucket/keys.ts";
 import type { LogFields, Logger, LogLevel } from "../../src/log.ts";
 import { CHECKSUM_FLAG, lockPgno } from "../../src/ltx/checksum.ts";
@@ -307,7 +307,7 @@ export interface StoredFile {
 }
 
 /** Every LTX file under the actor's `wal/`, by generation, then TXIDs. */
-export async function storedFiles(bucket: Bucket, actor: ActorId): Promise<StoredFile[]> {
+export async function storedFiles(bucket: Bucket, actor: ActorKey): Promise<StoredFile[]> {
   const listed: ObjectInfo[] = [];
   for await (const object of listAll(bucket, actorWalPrefix(actor))) listed.push(object);
   const files: StoredFile[] = [];

@@ -10,7 +10,7 @@
 
 import { DatabaseSync } from "node:sqlite";
 import type { Bucket } from "../../src/bucket/bucket.ts";
-import type { ActorId } from "../../src/bucket/keys.ts";
+import type { ActorKey } from "../../src/actors/key.ts";
 import { databaseChecksum } from "../../src/ltx/checksum.ts";
 import { encodeLtx, type LtxPage } from "../../src/ltx/encoder.ts";
 import { readWalCommits, WAL_HEADER_SIZE, type WalCommit } from "../../src/sqlite/wal.ts";
@@ -35,7 +35,7 @@ export interface BuiltFile {
 }
 
 /** The actor every replication test uses. */
-export const ACTOR: ActorId = { tenant: "acme", class: "room", name: "lobby" };
+export const ACTOR: ActorKey = { tenant: "acme", class: "room", name: "lobby" };
 
 /**
  * A source database in a temporary directory.
