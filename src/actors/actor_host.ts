@@ -12,7 +12,7 @@
 import type { Clock, Timer } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
 import { type ActorKey, actorKeyString } from "./key.ts";
-import type { ActorRequest, EventOutcome } from "./protocol.ts";
+import type { ActorRequest, EventOutcome, FailedOutcome } from "./protocol.ts";
 import type { ExecutorPool, UnstartedEvent } from "./executor_pool.ts";
 
 /** A hold on an actor: this node owns it at `generation` until it releases it. */
@@ -24,6 +24,12 @@ export interface ActorHold {
 export interface ActorHolds<H extends ActorHold = ActorHold> {
   /** Takes the actor at a new generation; rejects when it cannot. */
   take(actor: ActorKey): Promise<H>;
+  /**
+   * How the events waiting on a take that rejected with `error` are
+   * answered. The holds say it since the errors are theirs: this layer
+   * does not import the cluster's.
+   */
+  takeFailure(error: unknown): FailedOutcome;
   /** Gives the actor up; a release that fails is retried in the background. */
   release(hold: H): Promise<void>;
   /** Whether the hold still stands in the bucket. */
@@ -54,26 +60,6 @@ interface ActorState {
   inFlight: number;
   lastEventAt: number;
   executor: number;
-}
-
-function takeFailed(error: unknown): EventOutcome {
-  const name = (error as Error)?.name;
-  if (name === "HeldElsewhere") {
-    return {
-      kind: "failed",
-      status: 503,
-      message: `the actor is held by another node: ${(error as Error).message}; retry`,
-      heldBy: (error as { record?: { node?: string } }).record?.node,
-    };
-  }
-  if (name === "MalformedRecord") {
-    return { kind: "failed", status: 500, message: (error as Error).message };
-  }
-  return {
-    kind: "failed",
-    status: 503,
-    message: "the bucket did not answer while taking the actor; retry",
-  };
 }
 
 /** How often idle actors are looked for. */
@@ -208,7 +194,7 @@ export class ActorHost {
     };
     const run = hold ? send(hold.generation) : actor.taking!.then(
       (taken) => send(taken.generation),
-      (error): EventOutcome => takeFailed(error),
+      (error): EventOutcome => this.#holds.takeFailure(error),
     );
     return run.then(
       (outcome) => {

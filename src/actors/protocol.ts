@@ -33,13 +33,25 @@ export type CallAnswer =
 export type EventOutcome =
   /** `node`: the node that ran it, when another one did (a forwarded request). */
   | { kind: "response"; response: ActorResponse; node?: string }
-  | {
-    kind: "failed";
-    status: number;
-    message: string;
-    /** The node holding the actor, when the take found it held (nothing ran). */
-    heldBy?: string;
-  };
+  | FailedOutcome;
+
+/**
+ * An event that did not run to an answer: the status and message the
+ * caller gets.
+ *
+ * @example
+ * ```ts
+ * import type { FailedOutcome } from "./protocol.ts";
+ * const outcome: FailedOutcome = { kind: "failed", status: 503, message: "retry" };
+ * ```
+ */
+export interface FailedOutcome {
+  kind: "failed";
+  status: number;
+  message: string;
+  /** The node holding the actor, when the take found it held (nothing ran). */
+  heldBy?: string;
+}
 
 /** A class as an executor needs it. */
 export interface ExecutorClass {

@@ -14,6 +14,7 @@ import type { Logger } from "../log.ts";
 import { FORWARDED_BY_HEADER } from "../http/forward.ts";
 import type { ClusterPlane } from "./cluster_plane.ts";
 import type { FailoverWaits } from "./failover_wait.ts";
+import { MalformedRecord } from "./ownership.ts";
 import type { Route } from "./router.ts";
 
 /** What {@linkcode RequestRouting} needs of the node. */
@@ -31,8 +32,8 @@ export interface RequestRoutingOptions {
 
 /** The answer to an ownership record that could not be read while routing. */
 function lookupFailure(error: unknown): { status: number; message: string } {
-  return (error as Error).name === "MalformedRecord"
-    ? { status: 500, message: (error as Error).message }
+  return error instanceof MalformedRecord
+    ? { status: 500, message: error.message }
     : { status: 503, message: "the bucket did not answer while looking up the actor; retry" };
 }
 

@@ -12,7 +12,14 @@ import type { Clock, Random } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
 import type { ActorKey } from "../actors/key.ts";
 import type { ActorHolds } from "../actors/actor_host.ts";
-import type { Hold, OwnerRecord, OwnershipRecords } from "../cluster/ownership.ts";
+import type { FailedOutcome } from "../actors/protocol.ts";
+import {
+  HeldElsewhere,
+  type Hold,
+  MalformedRecord,
+  type OwnerRecord,
+  type OwnershipRecords,
+} from "../cluster/ownership.ts";
 import type { CallSigner, ClusterPlane } from "../cluster/cluster_plane.ts";
 import type { ClusterSecret } from "../security/cluster_secret.ts";
 import { SIGNATURE_HEADER, signCall, verifyCall } from "../security/call_signature.ts";
@@ -61,8 +68,39 @@ export function takenFromAnyId(log: Logger): TakeRule {
 }
 
 /**
+ * The answer to the events waiting on a take that failed: 503 naming the
+ * holder when another node holds the actor (the caller may be sent there),
+ * 500 for a record that cannot be read, 503 for anything else the take met
+ * (the bucket did not answer, the lease was not valid).
+ *
+ * @example
+ * ```ts ignore
+ * takeFailure(new HeldElsewhere(key, record)); // { status: 503, heldBy: record.node, ... }
+ * ```
+ */
+export function takeFailure(error: unknown): FailedOutcome {
+  if (error instanceof HeldElsewhere) {
+    return {
+      kind: "failed",
+      status: 503,
+      message: `the actor is held by another node: ${error.message}; retry`,
+      heldBy: error.record.node,
+    };
+  }
+  if (error instanceof MalformedRecord) {
+    return { kind: "failed", status: 500, message: error.message };
+  }
+  return {
+    kind: "failed",
+    status: 503,
+    message: "the bucket did not answer while taking the actor; retry",
+  };
+}
+
+/**
  * The holds of an actor host over the ownership records: a take by `rule`,
- * and no record written unless `mayWrite` (the lease is valid).
+ * and no record written unless `mayWrite` (the lease is valid); a failed
+ * take answered by {@linkcode takeFailure}.
  *
  * @example
  * ```ts ignore
@@ -77,6 +115,7 @@ export function ownershipHolds(
   return {
     take: (actor) =>
       ownership.take(actor, { canTakeFrom: (record) => rule(record, actor), mayWrite }),
+    takeFailure,
     release: (hold) => ownership.release(hold),
     stillHolds: (hold) => ownership.stillHolds(hold),
   };

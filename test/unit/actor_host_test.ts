@@ -13,6 +13,7 @@ Deno.test("an event the pool cannot run is answered 500 and leaves no count behi
   let generation = 0n;
   const holds = {
     take: () => Promise.resolve({ generation: ++generation }),
+    takeFailure: () => ({ kind: "failed" as const, status: 503, message: "not taken" }),
     release: () => Promise.resolve(),
     stillHolds: () => Promise.resolve(true),
   };
