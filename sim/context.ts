@@ -112,8 +112,3 @@ export function exp(r: Random, mean: number): number {
 export function short(key: ActorKey): string {
   return `${key.class}/${key.name}`;
 }
-
-/** An error as the trace shows it. */
-export function describe(e: unknown): string {
-  return e instanceof Error ? `${e.name}: ${e.message}` : String(e);
-}

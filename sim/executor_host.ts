@@ -39,7 +39,8 @@ import type {
   ExecutorHandlers,
   ExecutorLauncher,
 } from "../src/actors/executor_launcher.ts";
-import type { ActorExportCalls, ActorImports } from "../src/actors/abi/direct.ts";
+import { type ActorExportCalls, type ActorImports, GuestError } from "../src/actors/abi/direct.ts";
+import { describeError } from "../src/describe_error.ts";
 import type {
   Bucket,
   CallOptions,
@@ -411,7 +412,10 @@ class SimProgram {
               await imports.execDurable(insert, row);
             } catch (error) {
               // The actor gets the host's error; this one answers with it.
-              return answer(503, `not durable: ${describe(error)}`);
+              const text = error instanceof GuestError
+                ? JSON.stringify(error.payload)
+                : describeError(error, "named");
+              return answer(503, `not durable: ${text}`);
             }
             headers.push(["x-sim-txid", String(this.txidOf(id))]);
             break;
@@ -467,12 +471,6 @@ function idsOnDisk(path: string): Set<number> {
   } finally {
     db.close();
   }
-}
-
-function describe(error: unknown): string {
-  if (error instanceof Error) return `${error.name}: ${error.message}`;
-  const payload = (error as { payload?: unknown })?.payload;
-  return payload !== undefined ? JSON.stringify(payload) : String(error);
 }
 
 /** A pool of databases that a killed executor can no longer open, and can close as a crash does. */

@@ -24,7 +24,8 @@ import {
 } from "./chain.ts";
 import type { SettledActor } from "./executor_host.ts";
 import type { SimNode, SimProcess } from "./processes.ts";
-import { describe, elapsed, short, type SimContext } from "./context.ts";
+import { describeError } from "../src/describe_error.ts";
+import { elapsed, short, type SimContext } from "./context.ts";
 import type { Violation } from "./swarm.ts";
 import type { Weather } from "./weather.ts";
 
@@ -122,7 +123,10 @@ export class Invariants {
       try {
         replayed = replayChain(view, actor.key);
       } catch (e) {
-        this.ctx.fail("history-unrestorable", `${chain} cannot be replayed: ${describe(e)}`);
+        this.ctx.fail(
+          "history-unrestorable",
+          `${chain} cannot be replayed: ${describeError(e, "named")}`,
+        );
         return;
       }
       let restored: Restored | undefined;
@@ -130,7 +134,10 @@ export class Invariants {
         try {
           restored = await restoreFromStore(view, actor.key, this.ctx.disk.scratchPath());
         } catch (e) {
-          this.ctx.fail("history-unrestorable", `${chain} cannot be restored: ${describe(e)}`);
+          this.ctx.fail(
+            "history-unrestorable",
+            `${chain} cannot be restored: ${describeError(e, "named")}`,
+          );
           return;
         }
         if (replayed.txid !== restored.txid || replayed.checksum !== restored.checksum) {
@@ -580,7 +587,7 @@ export class Invariants {
     } catch (e) {
       this.ctx.fail(
         "record-malformed",
-        `${writer} wrote a record that cannot be read: ${describe(e)}`,
+        `${writer} wrote a record that cannot be read: ${describeError(e, "named")}`,
       );
       return;
     }

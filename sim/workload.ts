@@ -12,7 +12,8 @@
 import type { ActorKey } from "../src/actors/key.ts";
 import { NODE_HEADER } from "../src/http/client_handler.ts";
 import { between } from "./bucket.ts";
-import { describe, exp, type SimContext } from "./context.ts";
+import { describeError } from "../src/describe_error.ts";
+import { exp, type SimContext } from "./context.ts";
 import { type Op, type OpKind, opTarget } from "./executor_host.ts";
 import { describeRecord, type Invariants } from "./invariants.ts";
 import type { SimNode, SimProcess } from "./processes.ts";
@@ -138,7 +139,10 @@ export class Workload {
     return new Promise((resolve) => {
       this.ctx.sched.after(networkMs, () => {
         this.#ask(proc, actor, op, patienceMs).then(resolve, (e) => {
-          this.ctx.fail("request-threw", `a request to ${proc.name} threw: ${describe(e)}`);
+          this.ctx.fail(
+            "request-threw",
+            `a request to ${proc.name} threw: ${describeError(e, "named")}`,
+          );
           resolve(false);
         });
       }, proc);

@@ -44,7 +44,8 @@ import { ReplicationFailed } from "../src/replication/uploader.ts";
 import { EventFailure } from "../src/executor/runtime.ts";
 import { between, ObservedBucket, ProcessBucket } from "./bucket.ts";
 import { MachineClock, ProcessClock, TrueClock } from "./clocks.ts";
-import { describe, Draws, elapsed, exp, short, type SimActor, type SimContext } from "./context.ts";
+import { describeError } from "../src/describe_error.ts";
+import { Draws, elapsed, exp, short, type SimActor, type SimContext } from "./context.ts";
 import { DataChecks } from "./data.ts";
 import { RunDisk } from "./disk.ts";
 import { Faults } from "./faults.ts";
@@ -191,7 +192,7 @@ class World implements SimContext {
       event.preventDefault();
       this.fail(
         "unhandled-rejection",
-        `a promise rejected with nobody to handle it: ${describe(event.reason)}`,
+        `a promise rejected with nobody to handle it: ${describeError(event.reason, "named")}`,
       );
     };
     globalThis.addEventListener("unhandledrejection", unhandled);
@@ -215,7 +216,7 @@ class World implements SimContext {
       if (!this.#violation) this.#workload.checkUnanswered(true);
       if (!this.#violation) await this.#invariants.checkChains(true);
     } catch (e) {
-      this.fail("simulator-error", `the simulation threw: ${describe(e)}`);
+      this.fail("simulator-error", `the simulation threw: ${describeError(e, "named")}`);
     } finally {
       globalThis.removeEventListener("unhandledrejection", unhandled);
       // Nothing of this run may fire in the next one's drains, nor keep a file open.
@@ -433,7 +434,7 @@ class World implements SimContext {
         else this.#scheduleRestart(node, between(this.draws.chaos, 1_000, 10_000));
         return;
       }
-      this.fail("start-failed", `${proc.name} could not start: ${describe(e)}`);
+      this.fail("start-failed", `${proc.name} could not start: ${describeError(e, "named")}`);
       return;
     }
     if (proc.dead || proc.state !== "starting") return;
@@ -654,7 +655,9 @@ class World implements SimContext {
         if (error instanceof HistoryError) {
           this.fail(
             "history-unrestorable",
-            `${who(generation)} could not restore ${short(actor)}: ${describe(error)}`,
+            `${who(generation)} could not restore ${short(actor)}: ${
+              describeError(error, "named")
+            }`,
           );
         } else if (
           !(error instanceof RestoreUnavailable || error instanceof ReplicationFailed ||
@@ -662,7 +665,9 @@ class World implements SimContext {
         ) {
           this.fail(
             "replica-open-failed",
-            `${who(generation)} could not open ${short(actor)}'s replica: ${describe(error)}`,
+            `${who(generation)} could not open ${short(actor)}'s replica: ${
+              describeError(error, "named")
+            }`,
           );
         }
       },

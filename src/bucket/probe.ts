@@ -9,6 +9,7 @@
  */
 
 import type { Clock, Random } from "../time/clock.ts";
+import { describeError } from "../describe_error.ts";
 import type { Bucket } from "./bucket.ts";
 import { BucketRequestError, BucketUnavailable, PreconditionFailed } from "./errors.ts";
 import { probeKey } from "./keys.ts";
@@ -101,7 +102,7 @@ export async function probeBucket(bucket: Bucket, options: ProbeOptions): Promis
       failure = e;
     } finally {
       await bucket.delete(key, { signal }).catch((e) => {
-        log?.("warn", `could not remove the probe object ${key}: ${errorText(e)}`);
+        log?.("warn", `could not remove the probe object ${key}: ${describeError(e)}`);
       });
     }
     const pause = Math.min(PROBE_RETRY_MAX_MS, PROBE_RETRY_BASE_MS * 2 ** (attempt - 1)) *
@@ -120,10 +121,6 @@ export async function probeBucket(bucket: Bucket, options: ProbeOptions): Promis
  */
 function refusesCredentials(e: unknown): e is BucketRequestError {
   return e instanceof BucketRequestError && e.status === 403;
-}
-
-function errorText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 async function probeOnce(bucket: Bucket, key: string, signal?: AbortSignal): Promise<ProbeResult> {

@@ -28,6 +28,7 @@ import {
   // deno-lint-ignore no-import-prefix
 } from "npm:@aws-sdk/client-s3@3.1175.0";
 import { type Clock, type Random, systemClock, systemRandom } from "../time/clock.ts";
+import { describeError } from "../describe_error.ts";
 import type {
   Bucket,
   CallOptions,
@@ -364,11 +365,14 @@ function toBucketError(
   // whatever the last try was answered: that must not be lost.
   if (!transient && !(write && mayHaveApplied)) {
     const code = codeOf(error);
-    return new BucketRequestError(`${what}: ${status} ${code ?? ""} ${messageOf(error)}`.trim(), {
-      status,
-      code,
-      cause: error,
-    });
+    return new BucketRequestError(
+      `${what}: ${status} ${code ?? ""} ${describeError(error)}`.trim(),
+      {
+        status,
+        code,
+        cause: error,
+      },
+    );
   }
   const ambiguous = write && (mayHaveApplied || (status === undefined && !notSent(error)));
   const why = !transient
@@ -377,7 +381,7 @@ function toBucketError(
     ? `${status} ${codeOf(error) ?? ""}`.trim()
     : error instanceof DeadlineExceeded
     ? error.message
-    : `no answer (${messageOf(error)})`;
+    : `no answer (${describeError(error)})`;
   return new BucketUnavailable(`${what}: ${why}`, { ambiguous, status, cause: error });
 }
 
@@ -426,10 +430,6 @@ function codeOf(error: unknown): string | undefined {
 
 function isCode(error: unknown, code: string): boolean {
   return codeOf(error) === code;
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 /** True when the request provably never reached the store. */

@@ -28,6 +28,7 @@ import { PreconditionFailed } from "../bucket/errors.ts";
 import { NODES_PREFIX } from "../bucket/keys.ts";
 import { deadline, raceSignal } from "../bucket/timers.ts";
 import type { Logger } from "../log.ts";
+import { describeError } from "../describe_error.ts";
 import type { Clock, Timer } from "../time/clock.ts";
 import { decodeHeartbeat, type Heartbeat, isLive } from "./heartbeat.ts";
 import type { LeaseTiming } from "./lease_timing.ts";
@@ -391,7 +392,7 @@ export class Membership {
 
   #start(): Promise<boolean> {
     const round: Promise<boolean> = this.#round().catch((e) => {
-      this.#log.error("membership round failed", { error: describe(e) });
+      this.#log.error("membership round failed", { error: describeError(e) });
       return false;
     }).finally(() => {
       if (this.#running === round) this.#running = undefined;
@@ -420,7 +421,7 @@ export class Membership {
         const level = this.#listFailures++ === 0 ? "warn" : "debug";
         this.#log[level]("could not list the heartbeats; keeping the last view", {
           failuresInARow: this.#listFailures,
-          error: describe(e),
+          error: describeError(e),
         });
         return false;
       }
@@ -442,7 +443,7 @@ export class Membership {
     for (const task of [...this.#afterRound]) {
       await task().catch((e) =>
         this.#log.error("work after a membership round failed", {
-          error: describe(e),
+          error: describeError(e),
         })
       );
     }
@@ -520,7 +521,7 @@ export class Membership {
     if (failed > 0 && !this.#closing.signal.aborted) {
       this.#log.warn("could not read some heartbeats; keeping their last view", {
         failed,
-        error: describe(firstError),
+        error: describeError(firstError),
       });
     }
     return failed === 0;
@@ -548,7 +549,7 @@ export class Membership {
         heartbeat = undefined;
       }
     } catch (e) {
-      problem = describe(e);
+      problem = describeError(e);
     }
     if (problem !== undefined) {
       // Read only when its ETag changes, so each version is logged once.
@@ -579,7 +580,7 @@ export class Membership {
       } catch (e) {
         this.#log.error("a membership listener threw", {
           node: view.nodeId,
-          error: describe(e),
+          error: describeError(e),
         });
       }
     }
@@ -698,7 +699,7 @@ export class Membership {
         this.#log.warn("fence write failed; deciding again at the next listing", {
           node: view.nodeId,
           lastWriteAgeMs,
-          error: describe(e),
+          error: describeError(e),
         });
       }
       return;
@@ -737,8 +738,4 @@ async function pool<T>(items: T[], limit: number, work: (item: T) => Promise<voi
     while (next < items.length) await work(items[next++]);
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-}
-
-function describe(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }

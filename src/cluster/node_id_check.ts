@@ -29,6 +29,7 @@ import type { Bucket, StoredObject } from "../bucket/bucket.ts";
 import { nodeKey } from "../bucket/keys.ts";
 import { deadline } from "../bucket/timers.ts";
 import type { Logger } from "../log.ts";
+import { describeError } from "../describe_error.ts";
 import type { Clock } from "../time/clock.ts";
 import { decodeHeartbeat, type Heartbeat } from "./heartbeat.ts";
 import type { LeaseTiming } from "./lease_timing.ts";
@@ -150,7 +151,7 @@ export async function checkNodeId(options: NodeIdCheckOptions): Promise<{ etag?:
       signal?.throwIfAborted();
       failures++;
       // Without an answer nothing is known: keep reading until the bucket answers.
-      const fields = { key, failures, error: e instanceof Error ? e.message : String(e) };
+      const fields = { key, failures, error: describeError(e) };
       if (failures % FAILED_READS_PER_WARNING === 1) {
         log.warn("node id check: cannot read the heartbeat; retrying", fields);
       } else log.debug("node id check: cannot read the heartbeat; retrying", fields);

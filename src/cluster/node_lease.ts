@@ -22,6 +22,7 @@ import { BucketUnavailable, PreconditionFailed } from "../bucket/errors.ts";
 import { nodeKey } from "../bucket/keys.ts";
 import { deadline, DeadlineExceeded } from "../bucket/timers.ts";
 import type { Logger } from "../log.ts";
+import { describeError } from "../describe_error.ts";
 import type { Clock, Timer } from "../time/clock.ts";
 import { decodeHeartbeat, encodeHeartbeat, type Heartbeat } from "./heartbeat.ts";
 import type { LeaseTiming } from "./lease_timing.ts";
@@ -714,7 +715,7 @@ export class NodeLease {
     } catch (e) {
       this.#log.warn("cannot read the heartbeat back after a refused write", {
         key: this.#key,
-        error: describe(e),
+        error: describeError(e),
       });
       return undefined;
     } finally {
@@ -749,7 +750,7 @@ export class NodeLease {
     const fields = {
       key: this.#key,
       lease,
-      error: describe(error),
+      error: describeError(error),
       validForMs: Math.max(0, this.#validUntil - this.#clock.monotonic()),
     };
     if (this.#failuresInARow === 1) this.#log.warn("heartbeat write failed", fields);
@@ -841,8 +842,4 @@ function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
-}
-
-function describe(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }

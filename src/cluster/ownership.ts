@@ -20,6 +20,7 @@ import { ownerKey } from "../bucket/keys.ts";
 import { DeadlineExceeded } from "../bucket/timers.ts";
 import { uploadWithAttempts } from "../bucket/upload.ts";
 import type { Logger } from "../log.ts";
+import { describeError } from "../describe_error.ts";
 import type { Clock, Timer } from "../time/clock.ts";
 
 /**
@@ -631,14 +632,14 @@ export class OwnershipRecords {
         this.#log.warn("release did not land and is not retried: closed", {
           key,
           generation: hold.generation,
-          error: describe(e),
+          error: describeError(e),
         });
         return;
       }
       this.#log.warn("release did not land; retrying in the background", {
         key,
         generation: hold.generation,
-        error: describe(e),
+        error: describeError(e),
       });
       const pending: PendingRelease = {
         hold,
@@ -732,14 +733,14 @@ export class OwnershipRecords {
       this.#pending.delete(key);
       this.#log.error("release failed for good; its record keeps naming us", {
         ...fields,
-        error: describe(error),
+        error: describeError(error),
       });
     } else {
       pending.delayMs = Math.min(pending.delayMs * 2, RELEASE_RETRY_MAX_MS);
       this.#log.debug("release retry did not land", {
         ...fields,
         nextMs: pending.delayMs,
-        error: describe(error),
+        error: describeError(error),
       });
       this.#arm(key, pending);
     }
@@ -750,8 +751,4 @@ export class OwnershipRecords {
 function retriable(e: unknown): boolean {
   return e instanceof BucketUnavailable || e instanceof BucketRequestError ||
     e instanceof DeadlineExceeded;
-}
-
-function describe(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }

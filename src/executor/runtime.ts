@@ -15,6 +15,7 @@
  */
 
 import type { Logger } from "../log.ts";
+import { describeError } from "../describe_error.ts";
 import { type ActorKey, actorKeyString } from "../actors/key.ts";
 import {
   actorDatabasePath,
@@ -132,14 +133,6 @@ export class EventFailure extends Error {
     super(message);
     this.name = "EventFailure";
   }
-}
-
-function describe(error: unknown): string {
-  if (error instanceof GuestError) {
-    return `host error not returned to the actor: ${JSON.stringify(error.payload)}`;
-  }
-  if (error instanceof Error) return error.stack ?? error.message;
-  return String(error);
 }
 
 /**
@@ -602,7 +595,10 @@ export class ExecutorRuntime {
         // A trap or a host failure: the instance may be in any state, so it
         // is discarded and its open transaction rolled back.
         const eid = this.#errorId();
-        this.#log.error("actor failed", { actor: id, error_id: eid, error: describe(error) });
+        const text = error instanceof GuestError
+          ? `host error not returned to the actor: ${JSON.stringify(error.payload)}`
+          : describeError(error, "stack");
+        this.#log.error("actor failed", { actor: id, error_id: eid, error: text });
         this.#post({
           type: "failed",
           seq,

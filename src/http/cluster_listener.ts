@@ -30,6 +30,7 @@ import type tls from "node:tls";
 import { isValidHost } from "./client_handler.ts";
 import { IDLE_TIMEOUT_MS } from "./forward.ts";
 import type { Logger } from "../log.ts";
+import { describeError } from "../describe_error.ts";
 import type { NodeIdentity } from "../security/node_identity.ts";
 import { type Clock, systemClock } from "../time/clock.ts";
 
@@ -459,7 +460,7 @@ export class ClusterListener {
     } catch (error) {
       this.#logThrottled("(trust failed)", "error", "asking whether a peer is trusted failed", {
         fingerprint,
-        error: error instanceof Error ? error.message : String(error),
+        error: describeError(error),
       });
       return false;
     }
@@ -542,7 +543,7 @@ export class ClusterListener {
       this.#options.log.error("the cluster handler failed", {
         method,
         path: url.pathname,
-        error: error instanceof Error ? error.message : String(error),
+        error: describeError(error),
       });
       return answerLine(res, 500, "the node failed to answer this request; see its log");
     }

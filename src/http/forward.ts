@@ -35,6 +35,7 @@
  */
 
 import { concatBytes } from "../bytes.ts";
+import { describeError } from "../describe_error.ts";
 import { type Clock, systemClock, type Timer } from "../time/clock.ts";
 
 /** Longest wait for a connection (a free slot included) before a request is unreachable. */
@@ -202,10 +203,6 @@ class AnswerError extends Error {
 
 class ConnectTimeout extends Error {
   override name = "ConnectTimeout";
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 const asciiDecoder = new TextDecoder();
@@ -654,7 +651,7 @@ export class Forwarder {
         return unreachable(
           false,
           `the connection to ${peer.key} failed before the request was written: ${
-            describe(outcome.error)
+            describeError(outcome.error)
           }`,
           !reused || retried,
         );
@@ -772,7 +769,7 @@ export class Forwarder {
             `no connection to ${peer.key} could be opened within ${this.#connectTimeoutMs} ms`,
           );
         }
-        return unreachable(false, `could not connect to ${peer.key}: ${describe(error)}`);
+        return unreachable(false, `could not connect to ${peer.key}: ${describeError(error)}`);
       }
     } finally {
       timer.cancel();
@@ -923,7 +920,7 @@ export class Forwarder {
       return unreachable(
         true,
         `the connection to ${connection.peerKey} failed while the request was written: ${
-          describe(error)
+          describeError(error)
         }`,
         connection.served === 0 && connection.bytesRead === 0,
       );
@@ -933,7 +930,7 @@ export class Forwarder {
     } catch (error) {
       const reason = error instanceof AnswerError
         ? error.message
-        : `the connection failed before a complete answer: ${describe(error)}`;
+        : `the connection failed before a complete answer: ${describeError(error)}`;
       connection.reusable = false;
       return unreachable(
         true,
