@@ -34,9 +34,21 @@
  * @module
  */
 
-import { concatBytes } from "../bytes.ts";
 import { describeError } from "../describe_error.ts";
 import { type Clock, systemClock, type Timer } from "../time/clock.ts";
+import { type ByteConn, Connection } from "../net/h1/connection.ts";
+import { readAnswer } from "../net/h1/answer.ts";
+import {
+  AnswerError,
+  COALESCE_BYTES,
+  encodeRequest,
+  HEADER_VALUE,
+  invalid,
+  type RequestHead,
+} from "../net/h1/wire.ts";
+
+export type { ByteConn } from "../net/h1/connection.ts";
+export { MAX_ANSWER_HEAD_BYTES } from "../net/h1/answer.ts";
 
 /** Longest wait for a connection (a free slot included) before a request is unreachable. */
 export const CONNECT_TIMEOUT_MS = 5_000;
@@ -57,18 +69,11 @@ export const MAX_IDLE_PER_PEER = 64;
 export const MAX_OPEN_CONNECTIONS = 1024;
 /** Largest answer body accepted from a peer; a larger one is refused, never truncated. */
 export const MAX_FORWARDED_BODY_BYTES = 32 * 1024 * 1024;
-/** Largest status line plus headers (and, separately, trailers) accepted from a peer. */
-export const MAX_ANSWER_HEAD_BYTES = 64 * 1024;
 /** The header naming the node that forwarded a request, so its peer does not forward it again. */
 export const FORWARDED_BY_HEADER = "x-wasmkeep-forwarded-by";
 
 /** A request to forward. `path` includes the query (`/actor/c/n/x?y=1`). */
-export interface ForwardRequest {
-  method: string;
-  path: string;
-  headers: [string, string][];
-  body: Uint8Array;
-}
+export type ForwardRequest = RequestHead;
 
 /** How a forwarded request ended. */
 export type ForwardResult =
@@ -92,15 +97,6 @@ export type ForwardResult =
     unansweredNew?: boolean;
   }
   | { kind: "timeout" };
-
-/** The byte stream the forwarder needs of a connection (a Deno.Conn is one). */
-export interface ByteConn {
-  /** Reads into `p`: the count, or null at the end of the stream. */
-  read(p: Uint8Array): Promise<number | null>;
-  /** Writes from `p`: the count accepted. */
-  write(p: Uint8Array): Promise<number>;
-  close(): void;
-}
 
 /** Opens a connection to a peer; aborting `signal` gives up. */
 export type Connect = (host: string, port: number, signal: AbortSignal) => Promise<ByteConn>;
@@ -140,50 +136,8 @@ export interface ForwarderStats {
   waiting: number;
 }
 
-const EMPTY = new Uint8Array(0);
-const RESOLVED = Promise.resolve();
-const ONCE = { once: true } as const;
-/**
- * A connection's read buffer: heads, chunk lines and small bodies are read
- * into it; it grows for a longer head or line, and shrinks back once empty.
- * A body past what it holds is read straight into the body's own array.
- */
-const BUFFER_BYTES = 16 * 1024;
-/** Read size of a body delimited by the close. */
-const READ_TO_END_BYTES = 64 * 1024;
-/** Head and body are written with one call up to this size. */
-const COALESCE_BYTES = 16 * 1024;
-const MAX_CHUNK_LINE_BYTES = 4 * 1024;
-/** Most parsed peer addresses remembered; the oldest is forgotten first. */
-const MAX_CACHED_PEERS = 256;
-
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-/** An origin-form request target: printable ASCII, no spaces. */
-const REQUEST_TARGET = /^\/[\x21-\x7e]*$/;
-/** A header value: no CR, LF or NUL, and Latin-1 (a ByteString). */
-const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
-const STATUS_LINE = /^HTTP\/1\.([01]) ([1-9]\d\d)(?: [\t\x20-\x7e\x80-\xff]*)?$/;
-const CHUNK_LINE = /^([0-9A-Fa-f]+)[ \t]*(?:;[\t\x20-\x7e\x80-\xff]*)?$/;
-
-/** Methods whose empty body goes without a `content-length`. */
-const NO_CONTENT_METHODS = new Set(["GET", "HEAD", "DELETE", "OPTIONS", "TRACE"]);
-
-/** Headers that belong to one connection and are not forwarded (RFC 9110 §7.6.1). */
-const HOP_BY_HOP = new Set([
-  "connection",
-  "keep-alive",
-  "transfer-encoding",
-  "te",
-  "trailer",
-  "upgrade",
-]);
-
-function isHopByHop(name: string): boolean {
-  return HOP_BY_HOP.has(name) || name.startsWith("proxy-");
-}
-
 /** Request headers the forwarder sets itself. */
-const REPLACED = new Set([
+const REPLACED: ReadonlySet<string> = new Set([
   "host",
   "content-length",
   FORWARDED_BY_HEADER,
@@ -191,67 +145,12 @@ const REPLACED = new Set([
   "expect",
 ]);
 
-/** A request that cannot be forwarded as given (never written). */
-function invalid(message: string): TypeError {
-  return new TypeError(`cannot forward: ${message}`);
-}
-
-/** A problem with the peer's answer; its message is the `reason`. */
-class AnswerError extends Error {
-  override name = "AnswerError";
-}
+/** Most parsed peer addresses remembered; the oldest is forgotten first. */
+const MAX_CACHED_PEERS = 256;
+const ONCE = { once: true } as const;
 
 class ConnectTimeout extends Error {
   override name = "ConnectTimeout";
-}
-
-const asciiDecoder = new TextDecoder();
-
-/** `buf[start, end)` as Latin-1 text (what HTTP/1.1 heads are). */
-function decodeLatin1(buf: Uint8Array, start: number, end: number): string {
-  let ascii = true;
-  for (let i = start; i < end; i++) {
-    if (buf[i] > 0x7f) {
-      ascii = false;
-      break;
-    }
-  }
-  // ASCII is the same in UTF-8, which the platform decodes natively.
-  if (ascii) return asciiDecoder.decode(buf.subarray(start, end));
-  let text = "";
-  for (let i = start; i < end; i += 8192) {
-    text += String.fromCharCode(...buf.subarray(i, Math.min(end, i + 8192)));
-  }
-  return text;
-}
-
-/** The first CRLF in `buf[from, end)`, or -1. */
-function indexOfCrlf(buf: Uint8Array, from: number, end: number): number {
-  for (let i = from; i + 1 < end; i++) {
-    if (buf[i] === 13 && buf[i + 1] === 10) return i;
-  }
-  return -1;
-}
-
-/** The first CRLF CRLF in `buf[from, end)`, or -1. */
-function indexOfBlankLine(buf: Uint8Array, from: number, end: number): number {
-  for (let i = from; i + 3 < end; i++) {
-    if (buf[i + 3] === 10 && buf[i + 2] === 13 && buf[i + 1] === 10 && buf[i] === 13) return i;
-  }
-  return -1;
-}
-
-/** The lower-cased tokens of every `connection` header. */
-function connectionTokens(headers: Iterable<[string, string]>): Set<string> {
-  const tokens = new Set<string>();
-  for (const [name, value] of headers) {
-    if (name.toLowerCase() !== "connection") continue;
-    for (const token of value.split(",")) {
-      const trimmed = token.trim().toLowerCase();
-      if (trimmed) tokens.add(trimmed);
-    }
-  }
-  return tokens;
 }
 
 interface Peer {
@@ -274,212 +173,6 @@ function parsePeer(peerUrl: string | URL, customConnect: boolean): Peer {
   const port = url.port ? Number(url.port) : url.protocol === "https:" ? 443 : 80;
   const host = url.hostname.replace(/^\[(.*)\]$/, "$1");
   return { key: `${url.protocol}//${url.hostname}:${port}`, host, port, authority: url.host };
-}
-
-/** Whether some header is named `connection`, in any case. */
-function hasConnectionHeader(headers: [string, string][]): boolean {
-  for (let i = 0; i < headers.length; i++) {
-    const name = headers[i][0];
-    if (name.length === 10 && name.toLowerCase() === "connection") return true;
-  }
-  return false;
-}
-
-/**
- * The request line and headers as bytes, followed by the body when it is
- * at most {@linkcode COALESCE_BYTES} (one write); throws a TypeError for
- * what cannot be sent. `forwardedBy` is this node's header line.
- */
-function encodeRequest(
-  request: ForwardRequest,
-  authority: string,
-  forwardedBy: string,
-): Uint8Array {
-  const { method, path, headers, body } = request;
-  if (!TOKEN.test(method)) throw invalid(`the method ${JSON.stringify(method)} is not a token`);
-  if (!REQUEST_TARGET.test(path)) {
-    throw invalid(`the path ${JSON.stringify(path)} is not an origin-form request target`);
-  }
-  const dropped = hasConnectionHeader(headers) ? connectionTokens(headers) : undefined;
-  let lines = "";
-  let host: string | undefined;
-  for (let i = 0; i < headers.length; i++) {
-    const [name, value] = headers[i];
-    if (!TOKEN.test(name)) throw invalid(`the header name ${JSON.stringify(name)} is not a token`);
-    if (!HEADER_VALUE.test(value)) throw invalid(`the value of the header ${name} is not valid`);
-    const lower = name.toLowerCase();
-    if (lower === "host") {
-      host ??= value;
-      continue;
-    }
-    if (REPLACED.has(lower) || isHopByHop(lower) || dropped?.has(lower)) continue;
-    lines += name + ": " + value + "\r\n";
-  }
-  let text = method + " " + path + " HTTP/1.1\r\nhost: " + (host ?? authority) + "\r\n" + lines +
-    forwardedBy;
-  if (body.length > 0 || !NO_CONTENT_METHODS.has(method)) {
-    text += "content-length: " + body.length + "\r\n";
-  }
-  text += "\r\n";
-  const coalesced = body.length <= COALESCE_BYTES ? body.length : 0;
-  const wire = new Uint8Array(text.length + coalesced);
-  // Latin-1: every character checked is below 256.
-  for (let i = 0; i < text.length; i++) wire[i] = text.charCodeAt(i);
-  if (coalesced > 0) wire.set(body, text.length);
-  return wire;
-}
-
-/**
- * One TCP connection to a peer, with the bytes read from it and not yet
- * used: `buf[start, end)`. At most one read is pending; one into the buffer
- * fills it from `end`, so the buffer is only moved or replaced when none is.
- */
-class Connection {
-  state: "busy" | "idle" | "closed" = "busy";
-  /** Answers read on this connection: above 0, it is a reused one. */
-  served = 0;
-  /** The clock's monotonic time when it last went idle. */
-  idleSince = 0;
-  /** Whether the last answer left it fit for another request. */
-  reusable = false;
-  buf: Uint8Array = new Uint8Array(BUFFER_BYTES);
-  start = 0;
-  end = 0;
-  /** Bytes the peer sent on it, ever. */
-  bytesRead = 0;
-  #reading: Promise<void> | undefined;
-  #eof = false;
-  #failed = false;
-  #failure: unknown;
-  readonly #onRead: (n: number | null) => void;
-  readonly #onReadError: (error: unknown) => void;
-
-  /** `onIdleDead` is called when a read shows an idle connection dead. */
-  constructor(
-    readonly peerKey: string,
-    readonly conn: ByteConn,
-    onIdleDead: (connection: Connection) => void,
-  ) {
-    this.#onRead = (n) => {
-      this.#reading = undefined;
-      if (n === null) this.#eof = true;
-      else {
-        this.end += n;
-        this.bytesRead += n;
-      }
-      if (this.state === "idle" && this.dead) onIdleDead(this);
-    };
-    this.#onReadError = (error) => {
-      this.#reading = undefined;
-      this.#failed = true;
-      this.#failure = error;
-      if (this.state === "idle") onIdleDead(this);
-    };
-  }
-
-  /** The peer closed or reset it, or sent bytes nobody asked for. */
-  get dead(): boolean {
-    return this.#eof || this.#failed || this.end > this.start;
-  }
-
-  /**
-   * Starts a read into the buffer unless one is pending or the stream
-   * ended; resolves once it settled, never rejects. On an idle connection
-   * it is the read that sees a close, a reset or stray bytes.
-   */
-  read(): Promise<void> {
-    if (this.#eof || this.#failed) return RESOLVED;
-    return this.#reading ??= this.#readOnce();
-  }
-
-  #readOnce(): Promise<void> {
-    const kept = this.end - this.start;
-    if (kept === 0) {
-      this.start = this.end = 0;
-      if (this.buf.length > BUFFER_BYTES) this.buf = new Uint8Array(BUFFER_BYTES);
-    } else if (this.end === this.buf.length) {
-      if (kept * 2 <= this.buf.length) {
-        this.buf.copyWithin(0, this.start, this.end);
-      } else {
-        const grown = new Uint8Array(this.buf.length * 2);
-        grown.set(this.buf.subarray(this.start, this.end));
-        this.buf = grown;
-      }
-      this.start = 0;
-      this.end = kept;
-    }
-    let pending: Promise<number | null>;
-    try {
-      pending = this.conn.read(this.buf.subarray(this.end));
-    } catch (error) {
-      pending = Promise.reject(error);
-    }
-    return pending.then(this.#onRead, this.#onReadError);
-  }
-
-  /** Reads until more bytes are buffered: false at the end of the stream; throws a read error. */
-  async fill(): Promise<boolean> {
-    const before = this.end - this.start;
-    while (this.end - this.start === before) {
-      if (this.#failed) throw this.#failure;
-      if (this.#eof) return false;
-      await this.read();
-    }
-    return true;
-  }
-
-  /** Moves up to `target.length - offset` buffered bytes to `target` at `offset`; how many. */
-  takeInto(target: Uint8Array, offset: number): number {
-    const n = Math.min(target.length - offset, this.end - this.start);
-    if (n > 0) {
-      target.set(this.buf.subarray(this.start, this.start + n), offset);
-      this.start += n;
-    }
-    return n;
-  }
-
-  /**
-   * Bytes for `target`: buffered ones first, else read straight into it
-   * (no copy). How many; null at the end of the stream; throws a read error.
-   */
-  async readInto(target: Uint8Array): Promise<number | null> {
-    while (this.#reading) await this.#reading;
-    if (this.end > this.start) return this.takeInto(target, 0);
-    if (this.#failed) throw this.#failure;
-    if (this.#eof) return null;
-    let pending: Promise<number | null>;
-    try {
-      pending = this.conn.read(target);
-    } catch (error) {
-      pending = Promise.reject(error);
-    }
-    let n: number | null = null;
-    await (this.#reading = pending.then((got) => {
-      this.#reading = undefined;
-      n = got;
-      if (got === null) this.#eof = true;
-    }, (error) => {
-      this.#reading = undefined;
-      this.#failed = true;
-      this.#failure = error;
-    }));
-    if (this.#failed) throw this.#failure;
-    return n;
-  }
-
-  /** Resolves once no read is pending (after `close`, the pending one fails soon). */
-  settled(): Promise<void> {
-    return this.#reading ?? RESOLVED;
-  }
-
-  close(): void {
-    this.state = "closed";
-    try {
-      this.conn.close();
-    } catch {
-      // Already closed.
-    }
-  }
 }
 
 function closeQuietly(conn: ByteConn): void {
@@ -635,7 +328,7 @@ export class Forwarder {
   ): Promise<ForwardResult> {
     const { signal } = options;
     const peer = this.#peer(peerUrl);
-    const wire = encodeRequest(request, peer.authority, this.#forwardedBy);
+    const wire = encodeRequest(request, peer.authority, this.#forwardedBy, REPLACED);
     signal?.throwIfAborted();
     let acquired = (!this.#closing.signal.aborted && this.#takeIdle(peer.key)) ||
       await this.#acquire(peer, true, signal);
@@ -926,7 +619,10 @@ export class Forwarder {
       );
     }
     try {
-      return await readAnswer(connection, request.method, this.#maxBodyBytes);
+      return {
+        kind: "response",
+        ...await readAnswer(connection, request.method, this.#maxBodyBytes),
+      };
     } catch (error) {
       const reason = error instanceof AnswerError
         ? error.message
@@ -1097,264 +793,4 @@ function closedByPeer(error: unknown): boolean {
     error instanceof Deno.errors.ConnectionReset ||
     error instanceof Deno.errors.ConnectionAborted ||
     error instanceof Deno.errors.NotConnected;
-}
-
-/** No connection header: no tokens. */
-const NO_TOKENS: ReadonlySet<string> = new Set();
-
-/** `headers` without the hop-by-hop ones and those `tokens` name (the same array when none). */
-function endToEnd(headers: [string, string][], tokens: ReadonlySet<string>): [string, string][] {
-  for (let i = 0; i < headers.length; i++) {
-    const name = headers[i][0];
-    if (isHopByHop(name) || tokens.has(name)) {
-      return headers.filter(([name]) => !isHopByHop(name) && !tokens.has(name));
-    }
-  }
-  return headers;
-}
-
-/**
- * Reads one answer (skipping interim 1xx ones) and sets
- * `connection.reusable`; throws an AnswerError or a read error.
- */
-async function readAnswer(
-  connection: Connection,
-  method: string,
-  maxBodyBytes: number,
-): Promise<ForwardResult> {
-  let first = true;
-  while (true) {
-    const { version, status, headers } = await readHead(connection, first);
-    first = false;
-    if (status === 101) throw new AnswerError("the peer switched protocols (101)");
-    if (status < 200) continue;
-
-    let transferEncoding: string[] | undefined;
-    let contentLength: string[] | undefined;
-    let tokens = NO_TOKENS;
-    for (let i = 0; i < headers.length; i++) {
-      const [name, value] = headers[i];
-      if (name === "content-length") (contentLength ??= []).push(value);
-      else if (name === "transfer-encoding") (transferEncoding ??= []).push(value);
-      else if (name === "connection" && tokens === NO_TOKENS) tokens = connectionTokens(headers);
-    }
-    let reusable = version === 1 && !tokens.has("close");
-    let body: Uint8Array;
-    if (method === "HEAD" || status === 204 || status === 304) {
-      body = EMPTY;
-    } else if (transferEncoding) {
-      const codings = transferEncoding.join(",").split(",").map((c) => c.trim().toLowerCase());
-      if (codings.length !== 1 || codings[0] !== "chunked") {
-        throw new AnswerError(
-          `the answer's transfer-encoding ${JSON.stringify(transferEncoding.join(", "))} ` +
-            "is not chunked alone",
-        );
-      }
-      body = await readChunked(connection, maxBodyBytes);
-      if (contentLength) reusable = false;
-    } else if (contentLength) {
-      const length = parseContentLength(contentLength);
-      if (length > maxBodyBytes) throw tooLarge(maxBodyBytes);
-      body = length === 0 ? EMPTY : new Uint8Array(length);
-      const buffered = connection.takeInto(body, 0);
-      if (buffered < length) await readExactInto(connection, body, buffered);
-    } else {
-      body = await readToEnd(connection, maxBodyBytes);
-      reusable = false;
-    }
-    // Bytes after the answer were not asked for: the connection is not in a known state.
-    connection.reusable = reusable && connection.end === connection.start;
-    return { kind: "response", status, headers: endToEnd(headers, tokens), body };
-  }
-}
-
-function tooLarge(maxBodyBytes: number): AnswerError {
-  return new AnswerError(`the answer's body is larger than ${maxBodyBytes} bytes`);
-}
-
-function closedMidAnswer(): AnswerError {
-  return new AnswerError("the connection closed before the answer was complete");
-}
-
-function headTooLarge(): AnswerError {
-  return new AnswerError(`the answer's head is larger than ${MAX_ANSWER_HEAD_BYTES} bytes`);
-}
-
-interface Head {
-  version: number;
-  status: number;
-  /** Names in lower case. */
-  headers: [string, string][];
-}
-
-async function readHead(connection: Connection, first: boolean): Promise<Head> {
-  let searched = 0;
-  let end: number;
-  while (
-    (end = indexOfBlankLine(connection.buf, connection.start + searched, connection.end)) < 0
-  ) {
-    const buffered = connection.end - connection.start;
-    if (buffered > MAX_ANSWER_HEAD_BYTES) throw headTooLarge();
-    searched = Math.max(0, buffered - 3);
-    if (!(await connection.fill())) {
-      throw first && buffered === 0
-        ? new AnswerError("the connection closed before an answer")
-        : closedMidAnswer();
-    }
-  }
-  if (end - connection.start > MAX_ANSWER_HEAD_BYTES) throw headTooLarge();
-  const text = decodeLatin1(connection.buf, connection.start, end);
-  connection.start = end + 4;
-  return parseHead(text);
-}
-
-/** The status line and header lines (CRLF between them, none after). */
-function parseHead(text: string): Head {
-  let lineEnd = text.indexOf("\r\n");
-  if (lineEnd < 0) lineEnd = text.length;
-  const statusLine = text.slice(0, lineEnd);
-  const match = STATUS_LINE.exec(statusLine);
-  if (!match) {
-    throw new AnswerError(
-      `the answer is not HTTP/1.x: its status line is ${JSON.stringify(statusLine.slice(0, 80))}`,
-    );
-  }
-  const headers: [string, string][] = [];
-  for (let start = lineEnd + 2; start < text.length + 2; start = lineEnd + 2) {
-    lineEnd = text.indexOf("\r\n", start);
-    if (lineEnd < 0) lineEnd = text.length;
-    let colon = text.indexOf(":", start);
-    if (colon < 0 || colon > lineEnd) colon = start - 1;
-    const name = colon > start ? text.slice(start, colon) : "";
-    let from = colon + 1;
-    let to = lineEnd;
-    while (from < to && isBlank(text.charCodeAt(from))) from++;
-    while (to > from && isBlank(text.charCodeAt(to - 1))) to--;
-    const value = text.slice(from, to);
-    if (!TOKEN.test(name) || !HEADER_VALUE.test(value)) {
-      const line = text.slice(start, lineEnd);
-      throw new AnswerError(`the answer has a malformed header line ${JSON.stringify(line)}`);
-    }
-    headers.push([name.toLowerCase(), value]);
-  }
-  return { version: match[1] === "1" ? 1 : 0, status: Number(match[2]), headers };
-}
-
-/** Space or tab. */
-function isBlank(code: number): boolean {
-  return code === 32 || code === 9;
-}
-
-const DIGITS = /^\d+$/;
-
-function parseContentLength(values: string[]): number {
-  // The usual case: one value, digits only.
-  if (values.length === 1 && DIGITS.test(values[0])) return Number(values[0]);
-  let length: number | undefined;
-  for (const value of values.join(",").split(",")) {
-    const trimmed = value.trim();
-    if (!DIGITS.test(trimmed)) {
-      throw new AnswerError(`the answer's content-length ${JSON.stringify(value)} is not a number`);
-    }
-    const parsed = Number(trimmed);
-    if (length !== undefined && parsed !== length) {
-      throw new AnswerError("the answer has conflicting content-length values");
-    }
-    length = parsed;
-  }
-  return length!;
-}
-
-/** A line without its CRLF; throws when it is longer than `limit` or the stream ends. */
-async function readLine(connection: Connection, limit: number): Promise<string> {
-  let searched = 0;
-  let end: number;
-  while ((end = indexOfCrlf(connection.buf, connection.start + searched, connection.end)) < 0) {
-    const buffered = connection.end - connection.start;
-    if (buffered > limit + 1) {
-      throw new AnswerError(`the answer has a line longer than ${limit} bytes`);
-    }
-    searched = Math.max(0, buffered - 1);
-    if (!(await connection.fill())) throw closedMidAnswer();
-  }
-  if (end - connection.start > limit) {
-    throw new AnswerError(`the answer has a line longer than ${limit} bytes`);
-  }
-  const line = decodeLatin1(connection.buf, connection.start, end);
-  connection.start = end + 2;
-  return line;
-}
-
-/** Fills `target` from `filled` on: the buffered bytes, then reads straight into it. */
-async function readExactInto(
-  connection: Connection,
-  target: Uint8Array,
-  filled: number,
-): Promise<void> {
-  for (filled += connection.takeInto(target, filled); filled < target.length;) {
-    const n = await connection.readInto(target.subarray(filled));
-    if (n === null) throw closedMidAnswer();
-    filled += n;
-  }
-}
-
-/** The CRLF that ends a chunk's data. */
-async function expectCrlf(connection: Connection): Promise<void> {
-  while (connection.end - connection.start < 2) {
-    if (!(await connection.fill())) throw closedMidAnswer();
-  }
-  const { buf, start } = connection;
-  if (buf[start] !== 13 || buf[start + 1] !== 10) {
-    throw new AnswerError("the answer has a chunk longer than its size");
-  }
-  connection.start += 2;
-}
-
-async function readChunked(connection: Connection, maxBodyBytes: number): Promise<Uint8Array> {
-  const pieces: Uint8Array[] = [];
-  let total = 0;
-  while (true) {
-    const line = await readLine(connection, MAX_CHUNK_LINE_BYTES);
-    const match = CHUNK_LINE.exec(line);
-    if (!match) {
-      throw new AnswerError(`the answer has a malformed chunk size line ${JSON.stringify(line)}`);
-    }
-    const size = parseInt(match[1], 16);
-    if (size === 0) break;
-    if (size > maxBodyBytes - total) throw tooLarge(maxBodyBytes);
-    const piece = new Uint8Array(size);
-    await readExactInto(connection, piece, 0);
-    pieces.push(piece);
-    total += size;
-    await expectCrlf(connection);
-  }
-  // Trailers are read and dropped.
-  let trailerBytes = 0;
-  while (true) {
-    const line = await readLine(connection, MAX_ANSWER_HEAD_BYTES);
-    if (line === "") break;
-    trailerBytes += line.length + 2;
-    if (trailerBytes > MAX_ANSWER_HEAD_BYTES) {
-      throw new AnswerError(`the answer's trailers are larger than ${MAX_ANSWER_HEAD_BYTES} bytes`);
-    }
-  }
-  return pieces.length === 1 ? pieces[0] : concatBytes(pieces, total);
-}
-
-async function readToEnd(connection: Connection, maxBodyBytes: number): Promise<Uint8Array> {
-  const pieces: Uint8Array[] = [];
-  let total = connection.end - connection.start;
-  if (total > maxBodyBytes) throw tooLarge(maxBodyBytes);
-  if (total > 0) {
-    pieces.push(connection.buf.slice(connection.start, connection.end));
-    connection.start = connection.end;
-  }
-  while (true) {
-    const chunk = new Uint8Array(Math.min(READ_TO_END_BYTES, maxBodyBytes - total + 1));
-    const n = await connection.readInto(chunk);
-    if (n === null) return concatBytes(pieces, total);
-    total += n;
-    if (total > maxBodyBytes) throw tooLarge(maxBodyBytes);
-    pieces.push(chunk.subarray(0, n));
-  }
 }
