@@ -12,6 +12,7 @@ import type { ActorDatabase, ExecResult } from "../sqlite/actor_database.ts";
 import type { ActorReplica } from "../replication/replica.ts";
 import type { SnapshotSchedule } from "../replication/uploader.ts";
 import { GuestError } from "./abi/direct.ts";
+import { AssertionError } from "../assert.ts";
 
 /** What `exec-durable` ran, and what its event must wait for before it goes on. */
 export interface DurableRun {
@@ -62,6 +63,8 @@ export class LocalStore implements ActorStore {
     try {
       db.syncToDisk();
     } catch (error) {
+      // A bug of ours is no disk failure to tell the actor about.
+      if (error instanceof AssertionError) throw error;
       throw new GuestError({
         code: "WASMKEEP_NOT_DURABLE",
         message: `the write is committed here but could not be made durable on the local disk: ${

@@ -17,6 +17,8 @@
  * @module
  */
 
+import { AssertionError } from "../assert.ts";
+
 /** Holes past this many, and more than the live entries, are compacted away. */
 const COMPACT_AFTER_HOLES = 32;
 
@@ -51,7 +53,9 @@ export class PendingEvents<T extends { readonly seq: number }> {
   add(item: T): void {
     const last = this.#seqs.length - 1;
     if (last >= 0 && this.#seqs[last] >= item.seq) {
-      throw new RangeError(`seq ${item.seq} is not above the last one, ${this.#seqs[last]}`);
+      throw new AssertionError(
+        `seqs are added in increasing order: ${item.seq} after ${this.#seqs[last]}`,
+      );
     }
     this.#items.push(item);
     this.#seqs.push(item.seq);

@@ -11,6 +11,7 @@ import { CALLER_HEADER, type CallToSign, CHAIN_HEADER } from "../security/call_s
 import type { ActorKey } from "../actors/key.ts";
 import type { Clock } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
+import { AssertionError } from "../assert.ts";
 import type { ActorRequest, ActorResponse } from "../actors/protocol.ts";
 import { checkNodeId } from "./node_id_check.ts";
 import { NodeLease } from "./node_lease.ts";
@@ -537,7 +538,9 @@ export class ClusterPlane {
   #forwarderFor(address: string): Forwarder {
     if (!isTls(address)) return this.forwarder;
     // Only a node with a listener picks a peer's https address.
-    if (!this.tlsForwarder) throw new Error(`no TLS forwarder for ${address}`);
+    if (!this.tlsForwarder) {
+      throw new AssertionError(`a node that picks ${address} has a TLS forwarder`);
+    }
     return this.tlsForwarder;
   }
 

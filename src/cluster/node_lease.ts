@@ -22,6 +22,7 @@ import { BucketUnavailable, PreconditionFailed } from "../bucket/errors.ts";
 import { nodeKey } from "../bucket/keys.ts";
 import { deadline, DeadlineExceeded } from "../bucket/timers.ts";
 import type { Logger } from "../log.ts";
+import { assert } from "../assert.ts";
 import { describeError } from "../describe_error.ts";
 import type { Clock, Timer } from "../time/clock.ts";
 import { decodeHeartbeat, encodeHeartbeat, type Heartbeat } from "./heartbeat.ts";
@@ -331,7 +332,7 @@ export class NodeLease {
    * ```
    */
   async start(after: { etag?: string } | undefined): Promise<void> {
-    if (this.#state !== "new") throw new Error(`${this.#key}: the node lease was already started`);
+    assert(this.#state === "new", "a node lease starts once");
     this.#state = "running";
     this.#etag = after?.etag;
     await this.#renew();

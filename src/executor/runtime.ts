@@ -15,6 +15,7 @@
  */
 
 import type { Logger } from "../log.ts";
+import { assert } from "../assert.ts";
 import { describeError } from "../describe_error.ts";
 import { type ActorKey, actorKeyString } from "../actors/key.ts";
 import {
@@ -208,9 +209,7 @@ export class ExecutorRuntime {
         beforeClose,
       );
     this.#sweepIdle();
-    if (init.replicate && !options.bucket) {
-      throw new TypeError("a replicating executor needs its bucket");
-    }
+    assert(!init.replicate || options.bucket, "a replicating executor is given its bucket");
     this.#replication = init.replicate
       ? {
         bucket: options.bucket!,

@@ -30,6 +30,7 @@ import type tls from "node:tls";
 import { isValidHost } from "./client_handler.ts";
 import { IDLE_TIMEOUT_MS } from "./forward.ts";
 import type { Logger } from "../log.ts";
+import { assert } from "../assert.ts";
 import { describeError } from "../describe_error.ts";
 import type { NodeIdentity } from "../security/node_identity.ts";
 import { type Clock, systemClock } from "../time/clock.ts";
@@ -289,9 +290,10 @@ export class ClusterListener {
   /** The bound address (the actual port when 0 was asked for). */
   get address(): { hostname: string; port: number } {
     const bound = this.#server.address();
-    if (bound === null || typeof bound === "string") {
-      throw new Error("the cluster listener is not bound to a TCP address");
-    }
+    assert(
+      bound !== null && typeof bound !== "string",
+      "the cluster listener is bound to a TCP address",
+    );
     return { hostname: bound.address, port: bound.port };
   }
 

@@ -21,6 +21,7 @@
 
 import type { Buffer } from "node:buffer";
 import tls from "node:tls";
+import { AssertionError } from "../assert.ts";
 import type { NodeIdentity } from "../security/node_identity.ts";
 
 /** A byte stream the forwarder talks HTTP/1.1 over; `Deno.Conn` satisfies it. */
@@ -209,7 +210,7 @@ class TlsConn implements ByteConn {
 
   read(p: Uint8Array): Promise<number | null> {
     if (this.#reader) {
-      return Promise.reject(new Error("a read is already pending on this connection"));
+      return Promise.reject(new AssertionError("a read is already pending on this connection"));
     }
     if (this.#pending) return Promise.resolve(this.#take(p));
     if (this.#closedHere) return Promise.reject(closedError());

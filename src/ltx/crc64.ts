@@ -11,6 +11,8 @@
  * @module
  */
 
+import { assert } from "../assert.ts";
+
 // The 64-bit state lives in two int32 halves: BigInt arithmetic per byte would
 // make checksumming a whole database an order of magnitude slower.
 //
@@ -51,7 +53,7 @@ function makeTables(): { hi: Uint32Array[]; lo: Uint32Array[] } {
   }
   const zero = (t: Uint32Array) => t.every((v) => v === 0);
   const zeroHalves = [0, 1, 2].map((k) => zero(lo[k])).concat([4, 5, 6].map((k) => zero(hi[k])));
-  if (!zeroHalves.every(Boolean)) throw new Error("CRC-64 tables: expected zero halves are not");
+  assert(zeroHalves.every(Boolean), "the CRC-64 tables have their expected zero halves");
   return { hi, lo };
 }
 

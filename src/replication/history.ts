@@ -10,6 +10,7 @@
  */
 
 import type { ObjectInfo } from "../bucket/bucket.ts";
+import { AssertionError } from "../assert.ts";
 import type { ActorKey } from "../actor_key.ts";
 import { actorPrefix, actorWalPrefix } from "../bucket/keys.ts";
 import { CHECKSUM_FLAG } from "../ltx/checksum.ts";
@@ -430,7 +431,7 @@ export function planRestore(
     .sort((a, b) => compare(a.generation, b.generation));
   for (const listed of basesToRead(history)) {
     if (!bases.has(listed.generation)) {
-      throw new TypeError(`the base ${listed.key} was listed but not given`);
+      throw new AssertionError(`every listed base is given, and ${listed.key} is not`);
     }
   }
 

@@ -15,6 +15,7 @@ import { uploadWithAttempts } from "../bucket/upload.ts";
 import { BYTES_PER_MB } from "../bucket/bounds.ts";
 import type { Clock } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
+import { AssertionError } from "../assert.ts";
 import { CHECKSUM_FLAG } from "../ltx/checksum.ts";
 import { encodeLtx, LtxEncoder, type LtxPage } from "../ltx/encoder.ts";
 import { lockPgno } from "../ltx/checksum.ts";
@@ -209,7 +210,9 @@ export class ActorUploader {
   push(commit: Commit): void {
     if (this.#failed) return;
     if (commit.txid !== this.#lastTxid + 1n) {
-      throw new Error(`commit ${commit.txid} does not follow ${this.#lastTxid}`);
+      throw new AssertionError(
+        `commits are pushed in TXID order: ${commit.txid} does not follow ${this.#lastTxid}`,
+      );
     }
     this.#lastTxid = commit.txid;
     const last = this.#jobs[this.#jobs.length - 1];
@@ -280,7 +283,9 @@ export class ActorUploader {
   ): Promise<boolean> {
     if (this.#failed) return Promise.resolve(false);
     if (position.txid !== this.#lastTxid) {
-      throw new Error(`snapshot at ${position.txid} but the last commit is ${this.#lastTxid}`);
+      throw new AssertionError(
+        `a snapshot is at the last commit: ${position.txid}, the last commit ${this.#lastTxid}`,
+      );
     }
     const snapshot: SnapshotSource = {
       maxTxid: position.txid,
@@ -303,7 +308,9 @@ export class ActorUploader {
   recordDelete(txid: bigint): Promise<void> {
     if (this.#failed) return Promise.reject(this.#failed);
     if (txid !== this.#lastTxid + 1n) {
-      throw new Error(`delete at ${txid} does not follow ${this.#lastTxid}`);
+      throw new AssertionError(
+        `a delete follows the last commit: ${txid} does not follow ${this.#lastTxid}`,
+      );
     }
     this.#lastTxid = txid;
     for (let i = this.#jobs.length - 1; i >= 0; i--) {
@@ -507,7 +514,7 @@ async function encodeSnapshot(snapshot: SnapshotSource, timestamp: number): Prom
   // A snapshot must hold every page: a missing one is a capture bug, and
   // a file the restore would refuse.
   if (count !== expected) {
-    throw new Error(`snapshot at ${maxTxid} holds ${count} of ${expected} pages`);
+    throw new AssertionError(`snapshot at ${maxTxid} holds ${count} of ${expected} pages`);
   }
   // Copied out of the encoder's larger buffer at its size, a turn between pieces.
   const view = encoder.finishView();
@@ -528,7 +535,9 @@ function encodeFile(file: PendingFile, timestamp: number): Uint8Array {
     const lock = lockPgno(file.pageSize);
     const expected = file.commit >= lock ? file.commit - 1 : file.commit;
     if (pgnos.length !== expected) {
-      throw new Error(`snapshot at ${file.maxTxid} holds ${pgnos.length} of ${expected} pages`);
+      throw new AssertionError(
+        `snapshot at ${file.maxTxid} holds ${pgnos.length} of ${expected} pages`,
+      );
     }
   }
   return encodeLtx({

@@ -10,6 +10,7 @@
 
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import type { LtxPage } from "../ltx/encoder.ts";
+import { assert, AssertionError } from "../assert.ts";
 import { actorSqlRefusal, META_TABLE } from "./actor_sql_policy.ts";
 import { readWalCommits, WAL_HEADER_SIZE } from "./wal.ts";
 
@@ -179,7 +180,10 @@ function toSqlValue(value: unknown): SqlValue {
   if (typeof value === "number") return { tag: "real", val: value };
   if (typeof value === "string") return { tag: "text", val: value };
   if (value instanceof Uint8Array) return { tag: "blob", val: value };
-  throw new Error(`unexpected SQLite value of type ${typeof value}`);
+  // node:sqlite gives nothing else, with setReadBigInts.
+  throw new AssertionError(
+    `an SQLite value is null, a number, a string or bytes, not a ${typeof value}`,
+  );
 }
 
 function toInput(value: SqlValue): SQLInputValue {
@@ -510,7 +514,7 @@ export class ActorDatabase {
    * committed. Call with no transaction open.
    */
   takeCommits(): CommittedPages | undefined {
-    if (this.#db.isTransaction) throw new Error("takeCommits with a transaction open");
+    assert(!this.#db.isTransaction, "takeCommits is called with no transaction open");
     let wal: Uint8Array;
     try {
       wal = Deno.readFileSync(`${this.path}-wal`);
@@ -537,7 +541,11 @@ export class ActorDatabase {
   }
 
   get #reader(): Deno.FsFile {
-    if (!this.#file) throw new Error(`${this.path} is local: it has no snapshot reader`);
+    if (!this.#file) {
+      throw new AssertionError(
+        `only a replicated database is read by pages, and ${this.path} is local`,
+      );
+    }
     return this.#file;
   }
 
@@ -574,9 +582,11 @@ export class ActorDatabase {
    */
   syncToDisk(): void {
     if (this.mode !== "local") {
-      throw new Error(`${this.path} is replicated: the bucket is its copy`);
+      throw new AssertionError(
+        `only a local database is synced to disk (a replicated one's copy is the bucket), and ${this.path} is replicated`,
+      );
     }
-    if (this.#db.isTransaction) throw new Error("syncToDisk with a transaction open");
+    assert(!this.#db.isTransaction, "syncToDisk is called with no transaction open");
     let wal: Deno.FsFile | undefined;
     try {
       wal = Deno.openSync(`${this.path}-wal`, { read: true });

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { AssertionError } from "../../src/assert.ts";
 import { BucketUnavailable, PreconditionFailed } from "../../src/bucket/errors.ts";
 import { actorPrefix } from "../../src/bucket/keys.ts";
 import { MemoryBucket } from "../../src/bucket/memory.ts";
@@ -219,7 +220,11 @@ Deno.test("uploader: a base someone else already wrote gives the actor up: onFai
 Deno.test("uploader: a commit that does not follow the last TXID is refused", () => {
   const h = new Harness();
   const db = new HandMadeDb({ afterTxid: 1n });
-  assert.throws(() => h.uploader.push(db.commit([1])), /does not follow 0/);
+  assert.throws(() => h.uploader.push(db.commit([1])), (error) => {
+    assert.ok(error instanceof AssertionError);
+    assert.match(error.message, /does not follow 0/);
+    return true;
+  });
 });
 
 Deno.test("uploader: commits pushed while an upload is in flight coalesce into one file spanning their TXIDs, each page once with its last content", async () => {
