@@ -19,7 +19,8 @@ import { openBucket } from "../bucket/open.ts";
 import { systemClock, systemRandom } from "../time/clock.ts";
 import { bindToNode, executorNodePid } from "./lifeline.ts";
 import { componentProgram } from "./program.ts";
-import { ExecutorRuntime, serveMessages } from "./runtime.ts";
+import { ExecutorRuntime } from "./runtime.ts";
+import { serveMessages } from "./message_loop.ts";
 
 /**
  * Runs an executor on the Unix socket at `socketPath` until the node closes

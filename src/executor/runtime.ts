@@ -40,6 +40,7 @@ import { RestoreUnavailable } from "../replication/restore.ts";
 import { type ActorExportCalls, GuestError } from "../actors/abi/direct.ts";
 import { hostImports, type ImportedActor, type ImportRuntime } from "./host_imports.ts";
 import type { ActorProgram } from "./program.ts";
+import { LeaseBound } from "./lease_bound.ts";
 
 /** How often idle databases are looked for. */
 const DATABASE_SWEEP_MS = 1000;
@@ -165,13 +166,8 @@ export class ExecutorRuntime {
   readonly #runQueue: (() => void)[] = [];
   readonly #holdChecks = new Map<number, (ok: boolean) => void>();
   #holdSeq = 0;
-  /**
-   * Counts `discard-all`s: an event received before the last one belongs to
-   * a lease that ran out, and never runs (nor does the wake it started).
-   */
-  #epoch = 0;
-  /** What bounds each event under way: the epoch it came in and its lease's end. */
-  readonly #eventLimits = new Map<number, { epoch: number; until: number }>();
+  /** The lease each event under way was sent under (lease_bound.ts). */
+  readonly #lease: LeaseBound;
   /** The resident actors by their database's path (the pool closes databases by path). */
   readonly #residentByPath = new Map<string, ResidentActor>();
   /**
@@ -179,11 +175,6 @@ export class ExecutorRuntime {
    * they never run. Only events received and not ended are kept.
    */
   readonly #abandoned = new Set<number>();
-  /**
-   * The lease's end as the node's last `lease` message in this epoch gave it
-   * (0 before one): the lease an event of this epoch was sent under, renewed.
-   */
-  #leaseUntil = 0;
   /** actors.call sent to the node, by id, until their answer. */
   readonly #calls = new Map<number, (answer: CallAnswer) => void>();
   #callSeq = 0;
@@ -199,6 +190,7 @@ export class ExecutorRuntime {
     this.init = init;
     this.#o = options;
     this.#clock = options.clock;
+    this.#lease = new LeaseBound(options.clock);
     this.#log = options.log;
     const beforeClose = (path: string, db: ActorDatabase) => this.#beforePoolCloses(path, db);
     this.#databases = options.databases?.(init, beforeClose) ??
@@ -541,7 +533,7 @@ export class ExecutorRuntime {
   ) {
     await this.#acquire();
     if (this.#abandoned.delete(seq)) {
-      this.#eventLimits.delete(seq);
+      this.#lease.ended(seq);
       this.#release();
       return;
     }
@@ -607,7 +599,7 @@ export class ExecutorRuntime {
       }
     } finally {
       this.#startedAt.delete(seq);
-      this.#eventLimits.delete(seq);
+      this.#lease.ended(seq);
       this.#abandoned.delete(seq);
       this.#release();
     }
@@ -628,12 +620,9 @@ export class ExecutorRuntime {
    * up, so no later event runs at that generation either.
    */
   #checkLease(seq: number, actor?: ResidentActor): void {
-    const limit = this.#eventLimits.get(seq);
-    if (!limit) return;
-    const discarded = limit.epoch !== this.#epoch;
-    const until = limit.until === 0 ? 0 : Math.max(limit.until, this.#leaseUntil);
-    if (!discarded && (until === 0 || this.#clock.now() < until)) return;
-    if (discarded && actor && !actor.dead) {
+    const verdict = this.#lease.check(seq);
+    if (verdict === "valid") return;
+    if (verdict === "discarded" && actor && !actor.dead) {
       this.#discard(actor);
       this.#rememberGiveUp(actor.id, actor.generation);
     }
@@ -696,7 +685,7 @@ export class ExecutorRuntime {
     switch (message.type) {
       case "event": {
         const id = actorKeyString(message.actor);
-        this.#eventLimits.set(message.seq, { epoch: this.#epoch, until: message.until });
+        this.#lease.received(message.seq, message.until);
         this.#chain(
           id,
           () => this.#runEvent(message.seq, id, message.actor, message.generation, message.request),
@@ -718,7 +707,7 @@ export class ExecutorRuntime {
         return;
       }
       case "abandon": {
-        if (this.#eventLimits.has(message.seq)) this.#abandoned.add(message.seq);
+        if (this.#lease.has(message.seq)) this.#abandoned.add(message.seq);
         const actor = this.#resident.get(actorKeyString(message.actor));
         if (actor) {
           this.#discard(actor);
@@ -729,8 +718,7 @@ export class ExecutorRuntime {
         return;
       }
       case "discard-all": {
-        this.#epoch++;
-        this.#leaseUntil = 0;
+        this.#lease.discardAll();
         for (const actor of [...this.#resident.values()]) {
           this.#discard(actor);
           // Its generation is over: queued events of it get a 503.
@@ -739,7 +727,7 @@ export class ExecutorRuntime {
         return;
       }
       case "lease": {
-        this.#leaseUntil = Math.max(this.#leaseUntil, message.until);
+        this.#lease.renew(message.until);
         return;
       }
       case "hold": {
@@ -791,38 +779,5 @@ export class ExecutorRuntime {
     this.#databases.closeAll();
     await this.#replication?.bucket.close();
     this.#post({ type: "closed" });
-  }
-}
-
-/**
- * Serves one executor's messages in order, as the process does with its
- * socket and the simulator with its queue: the first must be `init`, from
- * which `start` makes the runtime (its classes loaded); the runtime then
- * takes every message until `shutdown`, after which its actors are closed
- * and this resolves.
- *
- * @example
- * ```ts ignore
- * await serveMessages(messages, (init) => startRuntime(init));
- * ```
- */
-export async function serveMessages(
-  messages: AsyncIterable<ToExecutor>,
-  start: (init: ExecutorInit) => Promise<ExecutorRuntime>,
-): Promise<void> {
-  let runtime: ExecutorRuntime | undefined;
-  for await (const message of messages) {
-    if (message.type === "init") {
-      if (runtime) throw new Error("an executor takes one init message");
-      runtime = await start(message);
-      runtime.ready();
-      continue;
-    }
-    if (!runtime) throw new Error("the first message to an executor must be init");
-    runtime.handle(message);
-    if (message.type === "shutdown") {
-      await runtime.shutdown();
-      return;
-    }
   }
 }
