@@ -39,7 +39,8 @@
 import { ActorDatabase, type CommittedPages } from "../src/sqlite/actor_database.ts";
 import { ActorReplica, type ReplicaContext } from "../src/replication/replica.ts";
 import { ReadLimiter } from "../src/replication/read_limiter.ts";
-import { RESTORE_READS_IN_FLIGHT, restoreActor } from "../src/replication/restore.ts";
+import { restoreActor } from "../src/replication/restore.ts";
+import { RESTORE_READS_IN_FLIGHT } from "../src/replication/restore_reads.ts";
 import type {
   Bucket,
   CallOptions,

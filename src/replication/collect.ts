@@ -25,7 +25,7 @@ import {
   supersededDelete,
   walFileKey,
 } from "./history.ts";
-import { listObjects, listPage } from "./restore.ts";
+import { listObjects, listPage } from "./restore_reads.ts";
 
 /**
  * A delete the bucket does not answer in this long (5 s) is given up and counted as failed.

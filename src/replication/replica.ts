@@ -22,7 +22,8 @@ import {
   type SnapshotSchedule,
 } from "./uploader.ts";
 import type { ReadLimiter } from "./read_limiter.ts";
-import { exists, restoreActor, setAside } from "./restore.ts";
+import { exists, setAside } from "./local_files.ts";
+import { restoreActor } from "./restore.ts";
 import { DatabaseSync } from "node:sqlite";
 import { collectHistory, eraseHistory } from "./collect.ts";
 

@@ -14,7 +14,8 @@ import {
 } from "../../src/replication/collect.ts";
 import { baseKey, deletedKey, parseHistory, walFileKey } from "../../src/replication/history.ts";
 import { ReadLimiter } from "../../src/replication/read_limiter.ts";
-import { listObjects, restoreActor } from "../../src/replication/restore.ts";
+import { restoreActor } from "../../src/replication/restore.ts";
+import { listObjects } from "../../src/replication/restore_reads.ts";
 import { FakeClock } from "../bucket/fake_clock.ts";
 import { ACTOR, inspect, putBase, putDeleted, putFile, SCHEMA, SourceDb } from "./source_db.ts";
 

@@ -4,15 +4,17 @@ import { MemoryBucket } from "../../src/bucket/memory.ts";
 import { CHECKSUM_FLAG } from "../../src/ltx/checksum.ts";
 import { ReadLimiter } from "../../src/replication/read_limiter.ts";
 import {
+  restoreActor,
+  type RestoreResult,
+  RestoreUnavailable,
+} from "../../src/replication/restore.ts";
+import { restoreBudgetMs } from "../../src/replication/restore_budget.ts";
+import {
   readLimitMs,
   RESTORE_LIST_SILENCE_MS,
   RESTORE_READ_TRIES,
   RESTORE_RETRY_PAUSES_MS,
-  restoreActor,
-  restoreBudgetMs,
-  type RestoreResult,
-  RestoreUnavailable,
-} from "../../src/replication/restore.ts";
+} from "../../src/replication/restore_reads.ts";
 import { FakeClock } from "../bucket/fake_clock.ts";
 import { FaultyReads } from "./fault_bucket.ts";
 import { ACTOR, type BuiltFile, putBase, putFile, SCHEMA, SourceDb } from "./source_db.ts";
