@@ -85,7 +85,7 @@ export {
   type ClusterStatusReport,
   type ClusterStatusReportApp,
   type ClusterStatusReportNode,
-} from "./src/cluster/status.ts";
+} from "./src/cluster/status_report.ts";
 export type { LeaseState, ServingState } from "./src/cluster/heartbeat.ts";
 export { VERSION } from "./src/version.ts";
 

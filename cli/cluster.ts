@@ -1,6 +1,7 @@
 /**
  * `wasmkeep cluster status | fence | forget`: parses their flags and prints
- * what `src/cluster/status.ts` reads or writes in the bucket.
+ * what `src/cluster/status.ts` reads or `src/cluster/fence_forget.ts` writes
+ * in the bucket.
  *
  * @module
  */
@@ -10,16 +11,15 @@ import { openBucket, type OpenBucketOptions } from "../src/bucket/open.ts";
 import type { Bucket } from "../src/bucket/bucket.ts";
 import { S3ConfigError } from "../src/bucket/s3_config.ts";
 import { leaseTiming } from "../src/cluster/lease_timing.ts";
+import { formatDuration, readClusterStatus } from "../src/cluster/status.ts";
+import { formatClusterStatus } from "../src/cluster/status_text.ts";
+import { clusterStatus } from "../src/cluster/status_report.ts";
 import {
-  clusterStatus,
   ClusterToolRefusal,
   fenceNode,
   type FenceOutcome,
   forgetNode,
-  formatClusterStatus,
-  formatDuration,
-  readClusterStatus,
-} from "../src/cluster/status.ts";
+} from "../src/cluster/fence_forget.ts";
 import { isNodeId } from "../src/cluster/node_id.ts";
 
 /** Where the cluster commands print, and the clock they judge ages by (tests replace them). */

@@ -13,7 +13,8 @@ import {
   type Heartbeat,
   LEGACY_HEARTBEAT_MAGIC,
 } from "../../src/cluster/heartbeat.ts";
-import { fenceNode, formatDuration } from "../../src/cluster/status.ts";
+import { fenceNode } from "../../src/cluster/fence_forget.ts";
+import { formatDuration } from "../../src/cluster/status.ts";
 
 /** A fixed "now" for in-process runs, so ages print exactly. */
 const NOW = 1_790_000_000_000;

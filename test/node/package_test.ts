@@ -10,7 +10,7 @@ import { clusterCommand } from "../../cli/cluster.ts";
 import { FileBucket } from "../../src/bucket/file.ts";
 import { MemoryBucket } from "../../src/bucket/memory.ts";
 import { encodeHeartbeat, type Heartbeat } from "../../src/cluster/heartbeat.ts";
-import { clusterStatus, type ClusterStatusReport } from "../../src/cluster/status.ts";
+import { clusterStatus, type ClusterStatusReport } from "../../src/cluster/status_report.ts";
 import { COUNTER_WASM, ROOT, runWasmkeep, startNode } from "../helpers/node_process.ts";
 
 const MOD_URL = new URL("../../mod.ts", import.meta.url).href;
