@@ -14,18 +14,31 @@
  * of our heartbeat we no longer track counts as another writer, and stopping
  * is always safe.
  *
+ * This module holds the lease's state machine: its states, its validity and
+ * their timers, the renewals, the release and who is told. The writes
+ * themselves (their bodies, conditions, the ones without a verdict and the
+ * judgement of a refusal) are in `heartbeat_writes.ts`, the loss they may end
+ * in is in `lease_loss.ts`.
+ *
  * @module
  */
 
 import type { Bucket, StoredObject } from "../bucket/bucket.ts";
-import { BucketUnavailable, PreconditionFailed } from "../bucket/errors.ts";
+import { PreconditionFailed } from "../bucket/errors.ts";
 import { nodeKey } from "../bucket/keys.ts";
-import { deadline, DeadlineExceeded } from "../bucket/timers.ts";
+import { deadline } from "../bucket/timers.ts";
 import type { Logger } from "../log.ts";
 import { assert } from "../assert.ts";
 import { describeError } from "../describe_error.ts";
 import type { Clock, Timer } from "../time/clock.ts";
-import { decodeHeartbeat, encodeHeartbeat, type Heartbeat } from "./heartbeat.ts";
+import {
+  type HeartbeatDescription,
+  HeartbeatWrites,
+  judgeRefusal,
+  mayHaveLanded,
+  type SentWrite,
+} from "./heartbeat_writes.ts";
+import type { NodeLeaseLost } from "./lease_loss.ts";
 import type { LeaseTiming } from "./lease_timing.ts";
 
 /**
@@ -41,84 +54,6 @@ import type { LeaseTiming } from "./lease_timing.ts";
  * ```
  */
 export const OWN_WRITE_RESENDS = 2;
-
-/**
- * Most writes without an answer the lease remembers as possibly landed (32,
- * about 96 s of renewals with the default timings). A write older than that
- * which lands after all is taken for another writer's: the lease is lost,
- * which is safe (the service manager restarts the node).
- *
- * @example
- * ```ts
- * import { MAX_UNRESOLVED_WRITES } from "./node_lease.ts";
- * console.log(MAX_UNRESOLVED_WRITES); // 32
- * ```
- */
-export const MAX_UNRESOLVED_WRITES = 32;
-
-/**
- * What the node publishes in its heartbeat besides the lease itself: address,
- * cluster address, TLS pin, app, secrets, take, version and serving state.
- */
-export type HeartbeatDescription = Omit<
-  Heartbeat,
-  "format" | "nodeId" | "process" | "at" | "lease" | "fencedBy"
->;
-
-/** What the lease found in the object when it learnt another writer replaced it. */
-export type LeaseLossKind = "fenced" | "deleted" | "another-writer" | "unreadable";
-
-/**
- * The lease was taken by another writer: the node must drop its actors and
- * stop. `heartbeat` is the object read back, when it could be read and
- * decoded.
- *
- * @example
- * ```ts
- * import { NodeLeaseLost } from "./node_lease.ts";
- * const e = new NodeLeaseLost("nodes/a", "deleted");
- * console.log(e.message); // the node lease nodes/a was lost: the heartbeat was deleted
- * console.log(e.detail); // the heartbeat was deleted
- * ```
- */
-export class NodeLeaseLost extends Error {
-  /** Always `"NodeLeaseLost"`, for logs and structured errors. */
-  override name = "NodeLeaseLost";
-  /** The heartbeat's key. */
-  readonly key: string;
-  /** What replaced the lease. */
-  readonly kind: LeaseLossKind;
-  /** The heartbeat found instead, when it was read and decoded. */
-  readonly heartbeat?: Heartbeat;
-  /** What happened to the heartbeat, without the key: `node b fenced it`. */
-  readonly detail: string;
-
-  /** Describes the loss of the lease at `key`. */
-  constructor(key: string, kind: LeaseLossKind, heartbeat?: Heartbeat) {
-    const detail = explain(key, kind, heartbeat);
-    super(`the node lease ${key} was lost: ${detail}`);
-    this.detail = detail;
-    this.key = key;
-    this.kind = kind;
-    this.heartbeat = heartbeat;
-  }
-}
-
-function explain(key: string, kind: LeaseLossKind, heartbeat?: Heartbeat): string {
-  switch (kind) {
-    case "fenced":
-      return `node ${heartbeat?.fencedBy ?? "(unknown)"} fenced it`;
-    case "deleted":
-      return "the heartbeat was deleted";
-    case "unreadable":
-      return "another writer replaced the heartbeat (it could not be read back)";
-    case "another-writer":
-      return heartbeat
-        ? `another writer replaced the heartbeat (process ${heartbeat.process}, ` +
-          `${heartbeat.lease}, address ${heartbeat.address || "unknown"})`
-        : `another writer replaced ${key}`;
-  }
-}
 
 /**
  * Why the lease's validity changed: a write `landed` while it was not valid,
@@ -176,16 +111,6 @@ export interface LeaseListener {
 /** Where the lease is in its life. */
 export type NodeLeaseState = "new" | "running" | "releasing" | "released" | "lost" | "closed";
 
-/** A write sent and not acknowledged, which may have landed. */
-interface SentWrite {
-  body: Uint8Array;
-  /** Line 4 of the write. */
-  at: number;
-  /** Monotonic time it was sent. */
-  sentAt: number;
-  lease: "live" | "released";
-}
-
 /** What became of one write (after reading back, when it was refused). */
 type Outcome = "landed" | "failed" | "lost";
 
@@ -218,10 +143,8 @@ export class NodeLease {
   readonly #bucket: Bucket;
   readonly #clock: Clock;
   readonly #log: Logger;
-  readonly #nodeId: string;
-  readonly #processToken: string;
   readonly #timing: LeaseTiming;
-  readonly #describe: () => HeartbeatDescription;
+  readonly #writes: HeartbeatWrites;
   readonly #onChange: (valid: boolean, cause: LeaseChangeCause) => void;
   readonly #onLost: (reason: NodeLeaseLost) => void;
   readonly #onExtended: (validUntil: number) => void;
@@ -231,14 +154,8 @@ export class NodeLease {
   readonly #closing = new AbortController();
 
   #state: NodeLeaseState = "new";
-  /** The condition of the next write: `If-Match` it, or `If-None-Match: *` when undefined. */
-  #etag: string | undefined;
-  /** Line 4 of the last live write known to be in the object. */
-  #lastLiveAt: number | undefined;
   /** Waiters for a live write sent after their time to land, by that time. */
   readonly #writeWaiters = new Set<{ after: number; landed: (ok: boolean) => void }>();
-  /** Writes sent since the last one known to have landed, that may have landed. */
-  #unresolved: SentWrite[] = [];
   #validUntil = -Infinity;
   #validSince: number | undefined;
   /** Validity as last reported through `onChange`. */
@@ -256,10 +173,13 @@ export class NodeLease {
     this.#bucket = options.bucket;
     this.#clock = options.clock;
     this.#log = options.log;
-    this.#nodeId = options.nodeId;
-    this.#processToken = options.processToken;
     this.#timing = options.timing;
-    this.#describe = options.describe;
+    this.#writes = new HeartbeatWrites({
+      nodeId: options.nodeId,
+      processToken: options.processToken,
+      clock: options.clock,
+      describe: options.describe,
+    });
     const onChange = options.onChange;
     const onLost = options.onLost;
     const onExtended = options.onExtended;
@@ -334,7 +254,7 @@ export class NodeLease {
   async start(after: { etag?: string } | undefined): Promise<void> {
     assert(this.#state === "new", "a node lease starts once");
     this.#state = "running";
-    this.#etag = after?.etag;
+    this.#writes.conditionOn(after?.etag);
     await this.#renew();
   }
 
@@ -515,7 +435,7 @@ export class NodeLease {
    * ```
    */
   get etag(): string | undefined {
-    return this.#lastLiveAt === undefined ? undefined : this.#etag;
+    return this.#writes.lastLiveAt === undefined ? undefined : this.#writes.etag;
   }
 
   /**
@@ -552,7 +472,7 @@ export class NodeLease {
     this.#invalidate("released");
     await this.#inFlight?.catch(() => {});
     if (this.#state !== "releasing") return false;
-    const at = this.#lastLiveAt ?? this.#unresolved.findLast((w) => w.lease === "live")?.at;
+    const at = this.#writes.releaseAt();
     if (at === undefined) {
       this.#state = "released";
       this.#log.info("no heartbeat of this process landed: nothing to release", {
@@ -563,7 +483,7 @@ export class NodeLease {
     const outcome = await this.#write("released");
     if (this.#state === "releasing") this.#state = "released";
     if (outcome === "landed") {
-      this.#log.info("node lease released", { key: this.#key, at: this.#lastLiveAt });
+      this.#log.info("node lease released", { key: this.#key, at: this.#writes.lastLiveAt });
     } else if (outcome === "failed") {
       this.#log.warn("the release of the node lease did not land; peers will fence it", {
         key: this.#key,
@@ -625,11 +545,9 @@ export class NodeLease {
   /** Writes the heartbeat with `lease`, resolving a refusal by reading the object back. */
   async #write(lease: "live" | "released"): Promise<Outcome> {
     for (let resends = 0;; resends++) {
-      const sent = this.#compose(lease);
+      const sent = this.#writes.compose(lease);
       let refusal: PreconditionFailed;
-      const conditions = this.#etag === undefined
-        ? { ifNoneMatch: "*" as const }
-        : { ifMatch: this.#etag };
+      const conditions = this.#writes.conditions();
       const limit = deadline(
         this.#clock,
         this.#timing.writeTimeoutMs,
@@ -648,7 +566,7 @@ export class NodeLease {
         if (this.#closing.signal.aborted) return "failed";
         if (!(e instanceof PreconditionFailed)) {
           // No verdict: the lease stays as it is and runs out by itself.
-          if (mayHaveLanded(e)) this.#remember(sent);
+          if (mayHaveLanded(e)) this.#writes.remember(sent);
           this.#failed(e, lease);
           return "failed";
         }
@@ -658,49 +576,29 @@ export class NodeLease {
       }
 
       // Refused: by another writer, or by a write of ours whose answer was lost.
-      const mayBeOwn = this.#unresolved.length > 0 || refusal.maybeOwnWrite;
-      const candidates = [...this.#unresolved, sent];
+      const refused = this.#writes.refused(sent, refusal);
       const found = await this.#readBack();
       if (this.#closing.signal.aborted) return "failed";
-      if (found === undefined) {
-        if (mayBeOwn) {
-          // Ours or not cannot be told yet: treat it as a write without a verdict.
-          if (refusal.maybeOwnWrite) this.#remember(sent);
-          this.#failed(refusal, lease);
-          return "failed";
-        }
-        this.#lose(new NodeLeaseLost(this.#key, "unreadable"));
+      const verdict = judgeRefusal(this.#key, refused, found);
+      if (verdict.kind === "undecided") {
+        // Ours or not cannot be told yet: treat it as a write without a verdict.
+        if (refusal.maybeOwnWrite) this.#writes.remember(sent);
+        this.#failed(refusal, lease);
+        return "failed";
+      }
+      if (verdict.kind === "lost") {
+        this.#lose(verdict.reason);
         return "lost";
       }
-      const own = found.object && candidates.find((w) => equalBytes(w.body, found.object!.body));
-      if (!own) {
-        this.#lose(lossOf(this.#key, found.object));
-        return "lost";
-      }
+      const own = verdict.write;
       this.#log.info("a heartbeat write whose answer was lost had landed; going on from it", {
         key: this.#key,
         at: own.at,
       });
-      this.#landed(own, found.object!.etag);
+      this.#landed(own, verdict.etag);
       if (own === sent) return "landed";
       if (resends >= OWN_WRITE_RESENDS) return lease === "live" ? "landed" : "failed";
     }
-  }
-
-  /** The next write's body, line 4 the send time for a live write, the last live one's otherwise. */
-  #compose(lease: "live" | "released"): SentWrite {
-    const at = lease === "live"
-      ? this.#clock.now()
-      : this.#lastLiveAt ?? this.#unresolved.findLast((w) => w.lease === "live")!.at;
-    const body = encodeHeartbeat({
-      ...this.#describe(),
-      format: 2,
-      nodeId: this.#nodeId,
-      process: this.#processToken,
-      at,
-      lease,
-    });
-    return { body, at, sentAt: this.#clock.monotonic(), lease };
   }
 
   /** The object as it is now; undefined when it cannot be read in time. */
@@ -726,11 +624,8 @@ export class NodeLease {
 
   /** `sent` is in the object with `etag`: later writes are conditioned on it. */
   #landed(sent: SentWrite, etag: string): void {
-    this.#etag = etag;
-    // Writes sent before it were conditioned on older ETags: none of them can land now.
-    this.#unresolved = [];
+    this.#writes.landed(sent, etag);
     if (sent.lease !== "live") return;
-    this.#lastLiveAt = sent.at;
     for (const waiter of this.#writeWaiters) {
       if (sent.sentAt >= waiter.after) waiter.landed(true);
     }
@@ -739,11 +634,6 @@ export class NodeLease {
       this.#failuresInARow = 0;
     }
     if (this.#state === "running") this.#extend(sent.sentAt + this.#timing.validMs);
-  }
-
-  #remember(sent: SentWrite): void {
-    this.#unresolved.push(sent);
-    if (this.#unresolved.length > MAX_UNRESOLVED_WRITES) this.#unresolved.shift();
   }
 
   #failed(error: unknown, lease: "live" | "released"): void {
@@ -816,31 +706,4 @@ export class NodeLease {
     });
     this.#onLost(reason);
   }
-}
-
-/** Whether a failed write may still have been applied. */
-function mayHaveLanded(e: unknown): boolean {
-  return e instanceof DeadlineExceeded || (e instanceof BucketUnavailable && e.ambiguous);
-}
-
-/** What another writer left in the object. */
-function lossOf(key: string, object: StoredObject | null): NodeLeaseLost {
-  if (!object) return new NodeLeaseLost(key, "deleted");
-  let heartbeat: Heartbeat;
-  try {
-    heartbeat = decodeHeartbeat(object.body, key);
-  } catch {
-    return new NodeLeaseLost(key, "unreadable");
-  }
-  return new NodeLeaseLost(
-    key,
-    heartbeat.lease === "fenced" ? "fenced" : "another-writer",
-    heartbeat,
-  );
-}
-
-function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
 }

@@ -22,7 +22,8 @@ import {
 } from "../bucket/mod.ts";
 import { S3ConfigError } from "../bucket/s3_config.ts";
 import { NodeIdInUse } from "../cluster/node_id_check.ts";
-import type { LeaseChangeCause, NodeLeaseLost } from "../cluster/node_lease.ts";
+import type { NodeLeaseLost } from "../cluster/lease_loss.ts";
+import type { LeaseChangeCause } from "../cluster/node_lease.ts";
 import { createNodeIdentity, type NodeIdentity } from "../security/node_identity.ts";
 import { ClusterListener } from "../http/cluster_listener.ts";
 import { loadClusterSecret } from "../security/cluster_secret.ts";

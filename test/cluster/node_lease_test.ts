@@ -5,12 +5,9 @@ import type { PutOptions } from "../../src/bucket/bucket.ts";
 import { createLogger } from "../../src/log.ts";
 import { decodeHeartbeat, encodeHeartbeat, type Heartbeat } from "../../src/cluster/heartbeat.ts";
 import { leaseTiming } from "../../src/cluster/lease_timing.ts";
-import {
-  type HeartbeatDescription,
-  type LeaseChangeCause,
-  NodeLease,
-  type NodeLeaseLost,
-} from "../../src/cluster/node_lease.ts";
+import type { HeartbeatDescription } from "../../src/cluster/heartbeat_writes.ts";
+import type { NodeLeaseLost } from "../../src/cluster/lease_loss.ts";
+import { type LeaseChangeCause, NodeLease } from "../../src/cluster/node_lease.ts";
 
 const KEY = "nodes/a";
 const TOKEN = "0123456789abcdef";

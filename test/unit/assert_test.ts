@@ -7,7 +7,7 @@ import {
 } from "../../src/bucket/errors.ts";
 import { DeadlineExceeded } from "../../src/bucket/timers.ts";
 import { HeldElsewhere, MalformedRecord, TakeNotAllowed } from "../../src/cluster/ownership.ts";
-import { NodeLeaseLost } from "../../src/cluster/node_lease.ts";
+import { NodeLeaseLost } from "../../src/cluster/lease_loss.ts";
 import { ProtocolError } from "../../src/actors/protocol.ts";
 import { LocalStore } from "../../src/actors/actor_store.ts";
 import { ReplicationFailed } from "../../src/replication/uploader.ts";
