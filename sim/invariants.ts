@@ -67,6 +67,11 @@ export class Invariants {
     string,
     { since: number; proc: SimProcess; holder: string; gone: string; goneAt: number; op: number }
   >();
+  /**
+   * "Not held" answers each process got, by `token actor`: the node that
+   * said so, and the record as the bucket held it then.
+   */
+  readonly #toldNotHeld = new Map<string, { node: string; record: OwnerRecord | undefined }>();
   /** The ownership records as the bucket holds them, by key. */
   readonly records = new Map<string, OwnerRecord>();
   /** When each process last began to wake each actor (virtual ms), by `token actor`. */
@@ -77,6 +82,40 @@ export class Invariants {
   constructor(readonly ctx: SimContext, readonly weather: Weather) {
     const base = ctx.baseTiming;
     this.#deathBound = base.fenceAfterMs + base.watchMs + base.periodMs + base.skewMs + 1000;
+  }
+
+  /** `proc` got a "not held" answer from `node` for `actor`. */
+  notHeld(proc: SimProcess, node: string, actor: ActorKey): void {
+    const id = actorKeyString(actor);
+    this.#toldNotHeld.set(`${proc.token} ${id}`, {
+      node,
+      record: this.records.get(`owners/${id}`),
+    });
+  }
+
+  /**
+   * `proc` forwards a request for `actor` to `node`: not one that told it
+   * "not held" while the record still names another node as it did then
+   * (the spec's routing reads the record again after such an answer).
+   */
+  forwarding(proc: SimProcess, node: string, actor: ActorKey): void {
+    const id = actorKeyString(actor);
+    const key = `${proc.token} ${id}`;
+    const told = this.#toldNotHeld.get(key);
+    if (!told) return;
+    const now = this.records.get(`owners/${id}`);
+    const unchanged = told.record !== undefined && now === told.record;
+    if (!unchanged) {
+      this.#toldNotHeld.delete(key);
+      return;
+    }
+    if (told.node === node && told.record!.node !== node) {
+      this.ctx.fail(
+        "stale-holder-trusted",
+        `${proc.name} forwards a request for ${short(actor)} to ${node}, which told it that it ` +
+          `does not hold the actor; the record still names ${describeRecord(told.record)}`,
+      );
+    }
   }
 
   /** Known violations seen, by kind. */

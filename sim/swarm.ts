@@ -95,6 +95,8 @@ export interface Stats {
   /** Forwards sent (ClusterPlane.forward), and how many ended without the peer's answer. */
   forwards: number;
   forwardFailures: number;
+  /** Forwards answered "not held": the peer did not hold the actor, nothing ran there. */
+  notHeld: number;
   /** The longest forward, ms, the forwarding process's pauses left out. */
   longestForwardMs: number;
   /** Kept requests (failover waits), by how they ended. */
@@ -259,6 +261,7 @@ export function noStats(): Stats {
     forwarded: 0,
     forwards: 0,
     forwardFailures: 0,
+    notHeld: 0,
     longestForwardMs: 0,
     kept: {},
     longestGiveUpMs: 0,

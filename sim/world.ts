@@ -67,6 +67,18 @@ import {
 } from "./swarm.ts";
 import { Trace } from "./trace.ts";
 import { Weather } from "./weather.ts";
+import { HolderMemory } from "../src/cluster/holders.ts";
+
+/**
+ * The variant `trust-not-held`'s memory of holders: the first holder it
+ * learned of an actor stays, whatever the holder answered since.
+ */
+class StickyHolders extends HolderMemory {
+  override remember(actor: string, node: string): void {
+    if (this.holderOf(actor) === undefined) super.remember(actor, node);
+  }
+  override forget(): void {}
+}
 import { QUIET_MS, Workload } from "./workload.ts";
 
 export { DEFAULT_DURATION_MS, EPOCH };
@@ -398,6 +410,7 @@ class World implements SimContext {
       planted: {
         timing: this.variant?.timing,
         answerTimeoutMs: this.variant?.answerTimeoutMs,
+        holders: this.variant?.holders === "sticky" ? () => new StickyHolders() : undefined,
         // The broken variant: an actor is free once its holder is not live in this view.
         takeRule: this.variant?.takeRule === "not-live"
           ? (plane) => (record) => !plane.membership.isLive(record.node)
@@ -529,6 +542,8 @@ class World implements SimContext {
     const bound = CONNECT_TIMEOUT_MS + ANSWER_TIMEOUT_MS + FORWARD_SLACK_MS;
     plane.forward = async (...args: Parameters<ClusterPlane["forward"]>) => {
       this.stats.forwards++;
+      const [, node, actor] = args;
+      this.#invariants.forwarding(proc, node, actor);
       const start = this.sched.now;
       const paused = proc.pausedSoFar(start);
       let outcome: ForwardOutcome = await forward(...args);
@@ -538,6 +553,10 @@ class World implements SimContext {
       const ms = this.sched.now - start - (proc.pausedSoFar(this.sched.now) - paused);
       this.stats.longestForwardMs = Math.max(this.stats.longestForwardMs, ms);
       if (outcome.kind === "failed") this.stats.forwardFailures++;
+      if (outcome.kind === "not-held") {
+        this.stats.notHeld++;
+        this.#invariants.notHeld(proc, node, actor);
+      }
       if (ms > bound && !this.variant?.resendForwards) {
         this.fail(
           "forward-past-bound",

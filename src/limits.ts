@@ -135,3 +135,17 @@ export function maxClusterConnections(fileLimit: number): number {
     ),
   );
 }
+
+/**
+ * Actors whose holder a node remembers from its forwards (least recently
+ * used forgotten first): with each entry an actor key and a node id, about
+ * 200 bytes, so at most about 13 MiB; a forward to a remembered live holder
+ * reads no ownership record.
+ *
+ * @example
+ * ```ts
+ * import { MAX_REMEMBERED_HOLDERS } from "./limits.ts";
+ * console.log(MAX_REMEMBERED_HOLDERS); // 65536
+ * ```
+ */
+export const MAX_REMEMBERED_HOLDERS = 65_536;

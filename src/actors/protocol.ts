@@ -51,6 +51,12 @@ export interface FailedOutcome {
   message: string;
   /** The node holding the actor, when the take found it held (nothing ran). */
   heldBy?: string;
+  /**
+   * A request another node forwarded for an actor this node does not hold:
+   * the node its record names. Answered "not held" (nothing ran), so that
+   * the sender routes it again.
+   */
+  notHeld?: string;
 }
 
 /** A class as an executor needs it. */

@@ -8,7 +8,9 @@
 
 import type { Bucket } from "../bucket/bucket.ts";
 import { CALLER_HEADER, type CallToSign, CHAIN_HEADER } from "../security/call_signature.ts";
-import type { ActorKey } from "../actors/key.ts";
+import { type ActorKey, actorKeyString } from "../actors/key.ts";
+import { HolderMemory } from "./holders.ts";
+import { NODE_HEADER, NOT_HELD_HEADER, NOT_HELD_STATUS } from "../http/client_handler.ts";
 import type { Clock } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
 import { AssertionError } from "../assert.ts";
@@ -53,6 +55,8 @@ export interface ClusterPlaneOptions {
   /** The WasmKeep version, published in the heartbeat. */
   version: string;
   ownership: OwnershipRecords;
+  /** Where the holders this node forwarded to are remembered; by default a {@linkcode HolderMemory}. */
+  holders?: HolderMemory;
   /** Abandons the start (the node id check waits up to ttl + grace). */
   signal?: AbortSignal;
   /**
@@ -104,6 +108,16 @@ export function heartbeatFrees(
   return ended && (heartbeat.process === record.process || heartbeat.at >= record.at);
 }
 
+/**
+ * The holder a peer's "not held" answer names, or `undefined` for any other
+ * answer. Only the cluster path answers so (the owner strips the header
+ * from actors' own answers): it proves the request did not run there.
+ */
+function notHeldBy(result: { status: number; headers: [string, string][] }): string | undefined {
+  if (result.status !== NOT_HELD_STATUS) return undefined;
+  return result.headers.find(([name]) => name === NOT_HELD_HEADER)?.[1];
+}
+
 /** Peers skipped for having no cluster listener are logged at most this often. */
 export const SKIPPED_PEERS_LOG_MS = 60_000;
 
@@ -148,7 +162,19 @@ export const MAX_SUSPECTED_NODES = 1024;
 /** How a forwarded request ended, as an event outcome with the node that answered. */
 export type ForwardOutcome =
   | { kind: "response"; response: ActorResponse; node: string }
-  | { kind: "failed"; status: number; message: string };
+  | {
+    kind: "failed";
+    status: number;
+    message: string;
+    /** No byte of the request reached the peer (no connection could be opened): it did not run. */
+    unsent?: boolean;
+  }
+  /**
+   * The peer does not hold the actor and did not run the request (its
+   * answer said so, in the way only the cluster path answers): `holder` is
+   * the node its record named.
+   */
+  | { kind: "not-held"; node: string; holder: string };
 
 /**
  * The cluster side of a node.
@@ -171,6 +197,9 @@ export class ClusterPlane {
   /** The URL peers forward requests to, published in the heartbeat from the start. */
   #address = "";
 
+  /** The holders of actors this node forwarded for (holders.ts). */
+  readonly holders: HolderMemory;
+
   readonly lease: NodeLease;
   readonly membership: Membership;
   readonly forwarder: Forwarder;
@@ -186,6 +215,7 @@ export class ClusterPlane {
   constructor(options: ClusterPlaneOptions) {
     const { bucket, clock, log, nodeId, processToken, timing } = options;
     this.options = options;
+    this.holders = options.holders ?? new HolderMemory();
     this.lease = new NodeLease({
       bucket,
       clock,
@@ -330,12 +360,18 @@ export class ClusterPlane {
     actor: ActorKey,
     forwarded: boolean,
     holdsHere: (actor: ActorKey) => boolean,
+    fresh = false,
   ): Promise<Route> {
-    const route = await this.#route(actor, forwarded, holdsHere);
-    if (route.kind !== "unavailable" || !route.ownerDown) return route;
-    const heartbeat = await this.#readHeartbeat(route.node);
-    const fresh = heartbeat && { node: route.node, heartbeat };
-    return await this.#route(actor, forwarded, holdsHere, fresh);
+    let route = await this.#route(actor, forwarded, holdsHere, fresh);
+    if (route.kind === "unavailable" && route.ownerDown) {
+      const heartbeat = await this.#readHeartbeat(route.node);
+      const read = heartbeat && { node: route.node, heartbeat };
+      route = await this.#route(actor, forwarded, holdsHere, fresh, read);
+    }
+    if (route.kind === "forward" && !route.remembered) {
+      this.holders.remember(actorKeyString(actor), route.node);
+    }
+    return route;
   }
 
   async #readHeartbeat(node: string): Promise<Heartbeat | undefined> {
@@ -355,11 +391,12 @@ export class ClusterPlane {
     actor: ActorKey,
     forwarded: boolean,
     holdsHere: (actor: ActorKey) => boolean,
-    fresh?: { node: string; heartbeat: Heartbeat },
+    fresh: boolean,
+    read?: { node: string; heartbeat: Heartbeat },
   ): Promise<Route> {
     const { ttlMs } = this.options.timing;
     const heartbeatOf = (node: string) =>
-      fresh?.node === node ? fresh.heartbeat : this.membership.peer(node)?.heartbeat;
+      read?.node === node ? read.heartbeat : this.membership.peer(node)?.heartbeat;
     return routeRequest(
       {
         nodeId: this.options.nodeId,
@@ -373,9 +410,11 @@ export class ClusterPlane {
         addressOf: (node) => this.#addressOf(heartbeatOf(node)),
         whyNoAddress: (node) => this.#whyNoAddress(node, heartbeatOf(node)),
         isSuspected: (node) => this.#isSuspected(node, heartbeatOf(node)),
+        rememberedHolder: (a) => this.holders.holderOf(actorKeyString(a)),
       },
       actor,
       forwarded,
+      fresh,
     );
   }
 
@@ -442,7 +481,13 @@ export class ClusterPlane {
       }
       throw error;
     });
-    if (result.kind === "response") return this.#answered(result, node);
+    if (result.kind === "response") {
+      const holder = notHeldBy(result);
+      if (holder === undefined) return this.#answered(result, node);
+      this.holders.forget(actorKeyString(actor), node);
+      return { kind: "not-held", node, holder };
+    }
+    this.holders.forget(actorKeyString(actor), node);
     if (result.kind === "timeout") {
       return {
         kind: "failed",
@@ -453,7 +498,12 @@ export class ClusterPlane {
     this.options.log.warn("forwarding failed", { node, address, reason: result.reason });
     // A refused handshake proves the peer up: it is not suspected for it.
     if (!result.written && !(result.unansweredNew && isTls(address))) this.#suspect(node);
-    return { kind: "failed", status: 503, message: "the actor's node did not answer; retry" };
+    return {
+      kind: "failed",
+      status: 503,
+      message: "the actor's node did not answer; retry",
+      unsent: !result.written,
+    };
   }
 
   /**
@@ -522,7 +572,13 @@ export class ClusterPlane {
         return { kind: "not-run", error: `node ${node} refused this node's certificate` };
       }
     }
-    if (result.kind === "response") return this.#answered(result, node);
+    if (result.kind === "response") {
+      const holder = notHeldBy(result);
+      if (holder === undefined) return this.#answered(result, node);
+      this.holders.forget(actorKeyString(actor), node);
+      return { kind: "not-held", node, holder };
+    }
+    this.holders.forget(actorKeyString(actor), node);
     if (result.kind === "timeout") {
       return { kind: "not-run", error: `the actor's node ${node} did not answer within 30 s` };
     }
@@ -548,14 +604,14 @@ export class ClusterPlane {
     result: { status: number; headers: [string, string][]; body: Uint8Array },
     node: string,
   ): ForwardOutcome {
-    const answered = result.headers.find(([name]) => name === "x-wasmkeep-node")?.[1] ?? node;
+    const answered = result.headers.find(([name]) => name === NODE_HEADER)?.[1] ?? node;
     return {
       kind: "response",
       node: answered,
       response: {
         status: result.status,
         headers: result.headers.filter(([name]) =>
-          name !== "x-wasmkeep-node" && name !== "content-length"
+          name !== NODE_HEADER && name !== "content-length"
         ),
         body: result.body,
       },

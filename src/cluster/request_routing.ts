@@ -55,6 +55,25 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T | und
   });
 }
 
+/** The answer to a forwarded request for an actor this node does not hold: nothing ran. */
+function notHeld(holder: string): EventOutcome {
+  return {
+    kind: "failed",
+    status: 421,
+    message: `this node does not hold the actor; its record names node ${holder}`,
+    notHeld: holder,
+  };
+}
+
+/** Two nodes in a row said they do not hold the actor: it is moving; the client retries. */
+function movedMeanwhile(holder: string): EventOutcome & { kind: "failed" } {
+  return {
+    kind: "failed",
+    status: 503,
+    message: `the actor moved while this request was routed (last to node ${holder}); retry`,
+  };
+}
+
 /** The 503 of a kept request that was not served in time. */
 function notReachable(): EventOutcome {
   return { kind: "failed", status: 503, message: "the actor's node is not reachable; retry" };
@@ -102,13 +121,36 @@ export class RequestRouting {
       });
       return { kind: "failed", ...lookupFailure(error) };
     }
-    if (where.kind === "local") {
-      const ran = await this.#runHere(cluster, key, request, forwarded);
-      if (ran.kind === "response" || ran.kind === "failed") return ran;
-      where = ran;
-    }
-    if (where.kind === "forward") {
-      return await cluster.forward(where.address, where.node, key, request, client?.signal);
+    for (let sent = 0;; sent++) {
+      if (where.kind === "local") {
+        const ran = await this.#runHere(cluster, key, request, forwarded);
+        if (ran.kind === "response" || ran.kind === "failed") return ran;
+        where = ran;
+      }
+      if (where.kind === "not-held") return notHeld(where.node);
+      if (where.kind !== "forward") break;
+      const outcome = await cluster.forward(
+        where.address,
+        where.node,
+        key,
+        request,
+        client?.signal,
+      );
+      // A remembered holder that could not be reached read nothing (it may
+      // have just stopped): the record decides, as it would have at once.
+      const unsentToMemory = outcome.kind === "failed" && outcome.unsent === true &&
+        where.remembered === true;
+      if (outcome.kind !== "not-held" && !unsentToMemory) return outcome;
+      // Nothing ran there: routed again from the record as it is now, once.
+      if (sent > 0) return outcome.kind === "not-held" ? movedMeanwhile(outcome.holder) : outcome;
+      const tried = where.node;
+      try {
+        where = await cluster.route(key, false, this.#o.holdsHere, true);
+      } catch (error) {
+        return { kind: "failed", ...lookupFailure(error) };
+      }
+      // Its record names the node that could not be reached: its 503, not a second try.
+      if (unsentToMemory && where.kind === "forward" && where.node === tried) return outcome;
     }
     // Only what cannot have run yet and does no harm late is kept: a GET
     // or HEAD without a body that came from outside.
@@ -136,12 +178,12 @@ export class RequestRouting {
           return { wait: false, outcome: "served", value: served };
         }
         if (next.kind === "forward") {
-          return {
-            wait: false,
-            outcome: "forwarded",
-            value: await cluster.forward(next.address, next.node, key, request, client?.signal),
-          };
+          const sent = await cluster.forward(next.address, next.node, key, request, client?.signal);
+          // Nothing ran there, and it is forgotten: the next look reads the record.
+          if (sent.kind === "not-held") return { wait: true };
+          return { wait: false, outcome: "forwarded", value: sent };
         }
+        if (next.kind === "not-held") return { wait: true };
         return {
           wait: false,
           outcome: "forwarded",
@@ -173,13 +215,26 @@ export class RequestRouting {
     } catch (error) {
       return { kind: "not-run", error: lookupFailure(error).message };
     }
-    if (where.kind === "local") {
-      const ran = await this.#runHere(cluster, target, request, false);
-      if (ran.kind === "response" || ran.kind === "failed") return ran;
-      where = ran;
+    for (let sent = 0;; sent++) {
+      if (where.kind === "local") {
+        const ran = await this.#runHere(cluster, target, request, false);
+        if (ran.kind === "response" || ran.kind === "failed") return ran;
+        where = ran;
+      }
+      if (where.kind === "not-held") {
+        return { kind: "not-run", error: `the actor is held by node ${where.node}; retry` };
+      }
+      if (where.kind !== "forward") return { kind: "not-run", error: where.message };
+      const outcome = await cluster.forwardCall(where.address, where.node, target, request, call);
+      if (outcome.kind !== "not-held") return outcome;
+      // Nothing ran there: routed again from the record as it is now, once.
+      if (sent > 0) return { kind: "not-run", error: movedMeanwhile(outcome.holder).message };
+      try {
+        where = await cluster.route(target, false, this.#o.holdsHere, true);
+      } catch (error) {
+        return { kind: "not-run", error: lookupFailure(error).message };
+      }
     }
-    if (where.kind !== "forward") return { kind: "not-run", error: where.message };
-    return await cluster.forwardCall(where.address, where.node, target, request, call);
   }
 
   /**

@@ -39,12 +39,29 @@ export interface RouterView {
    * to it, and no lease write of it since proves it alive.
    */
   isSuspected(nodeId: string): boolean;
+  /**
+   * The node remembered to hold the actor from an earlier route (its record
+   * is then not read while that node is live), if any.
+   */
+  rememberedHolder?(actor: ActorKey): string | undefined;
 }
 
 /** Where a request goes. */
 export type Route =
   | { kind: "local" }
-  | { kind: "forward"; node: string; address: string }
+  | {
+    kind: "forward";
+    node: string;
+    address: string;
+    /** Sent to a remembered holder, without reading the record. */
+    remembered?: boolean;
+  }
+  /**
+   * A request another node forwarded here for an actor this node does not
+   * hold and will not take (its record names `node`): answered "not held",
+   * which proves it did not run, so the sender may route it again.
+   */
+  | { kind: "not-held"; node: string }
   | {
     kind: "unavailable";
     /** The node the record names. */
@@ -59,7 +76,10 @@ export type Route =
 
 /**
  * Decides where a request for `actor` runs. `forwarded`: another node sent
- * it here already, so it is never sent on.
+ * it here already, so it is never sent on (it is run here, or answered
+ * "not held"). A remembered holder that is live, not suspected and
+ * reachable gets the request without a read of the record, unless
+ * `fresh` (the route after a "not held" answer).
  *
  * @example
  * ```ts ignore
@@ -71,13 +91,26 @@ export async function routeRequest(
   view: RouterView,
   actor: ActorKey,
   forwarded: boolean,
+  fresh = false,
 ): Promise<Route> {
   if (view.holdsHere(actor)) return { kind: "local" };
+  if (!forwarded && !fresh) {
+    const remembered = view.rememberedHolder?.(actor);
+    if (
+      remembered !== undefined && remembered !== view.nodeId && view.isLive(remembered) &&
+      !view.isSuspected(remembered)
+    ) {
+      const address = view.addressOf(remembered);
+      if (address) return { kind: "forward", node: remembered, address, remembered: true };
+    }
+  }
   const record = await view.readRecord(actor);
   if (!record || record.state === "released" || record.node === view.nodeId) {
     return { kind: "local" };
   }
   if (view.frees(record)) return { kind: "local" };
+  // Sent here by a node that took this one for the holder: it routes again.
+  if (forwarded) return { kind: "not-held", node: record.node };
   if (view.isLive(record.node) && view.isSuspected(record.node)) {
     return {
       kind: "unavailable",
@@ -88,11 +121,11 @@ export async function routeRequest(
   }
   if (view.isLive(record.node)) {
     const address = view.addressOf(record.node);
-    if (forwarded || !address) {
+    if (!address) {
       return {
         kind: "unavailable",
         node: record.node,
-        message: (!forwarded && view.whyNoAddress?.(record.node)) ||
+        message: view.whyNoAddress?.(record.node) ||
           `the actor is held by node ${record.node}; retry`,
         ownerDown: false,
       };

@@ -33,6 +33,7 @@ import { MetricsRegistry } from "../metrics/registry.ts";
 import { NodeCounters } from "../metrics/node_counters.ts";
 import { OwnershipRecords } from "../cluster/ownership.ts";
 import { ClusterPlane } from "../cluster/cluster_plane.ts";
+import type { HolderMemory } from "../cluster/holders.ts";
 import { RequestRouting } from "../cluster/request_routing.ts";
 import { type LeaseTiming, leaseTiming } from "../cluster/lease_timing.ts";
 import { FailoverWaits } from "../cluster/failover_wait.ts";
@@ -82,6 +83,8 @@ export interface NodeSeams {
     takeRule?: (plane: ClusterPlane) => TakeRule;
     /** How long a forwarded request waits for its answer (30 s by the spec). */
     answerTimeoutMs?: number;
+    /** Another memory of holders than {@linkcode HolderMemory}. */
+    holders?: () => HolderMemory;
   };
 }
 
@@ -242,6 +245,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
         : undefined,
       connect: seams.connect,
       answerTimeoutMs: seams.planted?.answerTimeoutMs,
+      holders: seams.planted?.holders?.(),
       plaintext: cluster.plaintext,
       version: VERSION,
       ownership,

@@ -36,7 +36,12 @@ export function startClusterNode(
   dir: string,
   bucketUrl: string,
   actors: string[],
-  options: { leaseTtlSecs?: number; env?: Record<string, string>; extra?: string[] } = {},
+  options: {
+    leaseTtlSecs?: number;
+    env?: Record<string, string>;
+    extra?: string[];
+    denoArgs?: string[];
+  } = {},
 ): Promise<NodeProcess> {
   return startNode(
     [
@@ -49,6 +54,7 @@ export function startClusterNode(
       ...(options.extra ?? []),
     ],
     options.env,
+    { denoArgs: options.denoArgs },
   );
 }
 

@@ -82,6 +82,8 @@ export async function startNode(
     openFileLimit?: number;
     /** In a process group of its own (`setsid`), whose id is its pid. */
     ownProcessGroup?: boolean;
+    /** More flags of `deno run` (an import map). */
+    denoArgs?: string[];
   } = {},
 ): Promise<NodeProcess> {
   const command = [
@@ -89,6 +91,7 @@ export async function startNode(
     Deno.execPath(),
     "run",
     "-A",
+    ...(options.denoArgs ?? []),
     MAIN,
     "serve",
     "--listen",
