@@ -149,3 +149,18 @@ export function maxClusterConnections(fileLimit: number): number {
  * ```
  */
 export const MAX_REMEMBERED_HOLDERS = 65_536;
+
+/**
+ * Longest request body a node reads whole before it knows where the
+ * request goes; a longer one (or one of unknown length) is sent on as it
+ * is read when another node holds the actor, so a forwarding node holds a
+ * piece of it at a time, never the body. In hand, a body can be sent again
+ * after a "not held" answer; a streamed one is then answered 503 (retry).
+ *
+ * @example
+ * ```ts
+ * import { MAX_REPLAYED_BODY_BYTES } from "./limits.ts";
+ * console.log(MAX_REPLAYED_BODY_BYTES); // 65536
+ * ```
+ */
+export const MAX_REPLAYED_BODY_BYTES = 64 * 1024;

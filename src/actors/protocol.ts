@@ -32,7 +32,17 @@ export type CallAnswer =
 /** How an event ended. */
 export type EventOutcome =
   /** `node`: the node that ran it, when another one did (a forwarded request). */
-  | { kind: "response"; response: ActorResponse; node?: string }
+  | {
+    kind: "response";
+    response: ActorResponse;
+    node?: string;
+    /**
+     * The answer's body as another node sends it, when it ran there and
+     * its body is long (`response.body` is then empty): read as the client
+     * takes it.
+     */
+    stream?: ReadableStream<Uint8Array>;
+  }
   | FailedOutcome;
 
 /**

@@ -23,7 +23,12 @@ import { decodeHeartbeat, type Heartbeat, isLive } from "./heartbeat.ts";
 import { nodeKey } from "../bucket/keys.ts";
 import type { OwnerRecord, OwnershipRecords } from "./ownership.ts";
 import { type Route, routeRequest } from "./router.ts";
-import { type Connect, Forwarder, type ForwardResult } from "../http/forward.ts";
+import {
+  type Connect,
+  Forwarder,
+  type StreamedBody,
+  type StreamedForwardResult,
+} from "../http/forward.ts";
 
 /** Options of {@linkcode ClusterPlane}. */
 export interface ClusterPlaneOptions {
@@ -153,6 +158,8 @@ function pinOf(
   return undefined;
 }
 
+const EMPTY = new Uint8Array(0);
+
 /** A node cleared of suspicion is not suspected again for this long. */
 export const SUSPECT_AGAIN_AFTER_MS = 10_000;
 
@@ -161,7 +168,13 @@ export const MAX_SUSPECTED_NODES = 1024;
 
 /** How a forwarded request ended, as an event outcome with the node that answered. */
 export type ForwardOutcome =
-  | { kind: "response"; response: ActorResponse; node: string }
+  | {
+    kind: "response";
+    response: ActorResponse;
+    node: string;
+    /** A long body, streamed from the peer (`response.body` is then empty). */
+    stream?: ReadableStream<Uint8Array>;
+  }
   | {
     kind: "failed";
     status: number;
@@ -455,6 +468,8 @@ export class ClusterPlane {
    * Sends a request on to the node that holds its actor, once. A failure
    * after the request may have been written is never resent: the spec's
    * 503 "the actor's node did not answer; retry", or 504 after 30 s.
+   * A long answer's body streams back; `stream` sends a body that is not
+   * in hand as it is read (the request's own `body` is then empty).
    */
   async forward(
     address: string,
@@ -462,17 +477,19 @@ export class ClusterPlane {
     actor: ActorKey,
     request: ActorRequest,
     signal?: AbortSignal,
+    stream?: StreamedBody,
   ): Promise<ForwardOutcome> {
     const path = actorPath(actor, request);
-    const result = await this.#forwarderFor(address).forward(address, {
+    const result = await this.#forwarderFor(address).forwardStreamed(address, {
       method: request.method,
       path,
       headers: request.headers,
       body: request.body,
+      stream,
     }, { signal }).catch((error) => {
       // The client left: nobody reads the answer.
       if (signal?.aborted) {
-        const left: ForwardResult = {
+        const left: StreamedForwardResult = {
           kind: "unreachable",
           written: true,
           reason: "the client left",
@@ -484,8 +501,13 @@ export class ClusterPlane {
     if (result.kind === "response") {
       const holder = notHeldBy(result);
       if (holder === undefined) return this.#answered(result, node);
+      if (!(result.body instanceof Uint8Array)) result.body.cancel().catch(() => {});
       this.holders.forget(actorKeyString(actor), node);
       return { kind: "not-held", node, holder };
+    }
+    // The client's own body was refused on the way: nothing ran, the holder is as it was.
+    if (result.kind === "body-refused") {
+      return { kind: "failed", status: result.status, message: `bad request: ${result.reason}` };
     }
     this.holders.forget(actorKeyString(actor), node);
     if (result.kind === "timeout") {
@@ -578,6 +600,8 @@ export class ClusterPlane {
       this.holders.forget(actorKeyString(actor), node);
       return { kind: "not-held", node, holder };
     }
+    // A call's body is in hand: only a stream could be refused on the way.
+    if (result.kind === "body-refused") return { kind: "not-run", error: result.reason };
     this.holders.forget(actorKeyString(actor), node);
     if (result.kind === "timeout") {
       return { kind: "not-run", error: `the actor's node ${node} did not answer within 30 s` };
@@ -601,20 +625,22 @@ export class ClusterPlane {
   }
 
   #answered(
-    result: { status: number; headers: [string, string][]; body: Uint8Array },
+    result: { status: number; headers: [string, string][]; body: Uint8Array | ReadableStream },
     node: string,
   ): ForwardOutcome {
     const answered = result.headers.find(([name]) => name === NODE_HEADER)?.[1] ?? node;
+    const headers = result.headers.filter(([name]) =>
+      name !== NODE_HEADER && name !== "content-length"
+    );
+    const { status, body } = result;
+    if (body instanceof Uint8Array) {
+      return { kind: "response", node: answered, response: { status, headers, body } };
+    }
     return {
       kind: "response",
       node: answered,
-      response: {
-        status: result.status,
-        headers: result.headers.filter(([name]) =>
-          name !== NODE_HEADER && name !== "content-length"
-        ),
-        body: result.body,
-      },
+      response: { status, headers, body: EMPTY },
+      stream: body,
     };
   }
 

@@ -16,6 +16,7 @@ import type { ClusterPlane } from "./cluster_plane.ts";
 import type { FailoverWaits } from "./failover_wait.ts";
 import { MalformedRecord } from "./ownership.ts";
 import type { Route } from "./router.ts";
+import type { UnreadBody } from "../http/unread_body.ts";
 
 /** What {@linkcode RequestRouting} needs of the node. */
 export interface RequestRoutingOptions {
@@ -103,17 +104,31 @@ export class RequestRouting {
   async route(
     key: ActorKey,
     request: ActorRequest,
-    client?: { readonly signal: AbortSignal },
+    client?: { readonly signal: AbortSignal; readonly body?: UnreadBody },
   ): Promise<EventOutcome> {
     const cluster = this.#o.plane;
-    if (!cluster) return await this.#o.dispatch(key, request);
+    // A body left unread until the route is known: read where the actor
+    // runs, sent on as it is read where it is forwarded.
+    let unread = client?.body;
+    const inHand = async (): Promise<ActorRequest | EventOutcome> => {
+      if (!unread) return request;
+      const body = await unread.read();
+      unread = undefined;
+      if (!(body instanceof Uint8Array)) return body;
+      return request = { ...request, body };
+    };
+    if (!cluster) {
+      const whole = await inHand();
+      return "kind" in whole ? whole : await this.#o.dispatch(key, whole);
+    }
     if (!cluster.valid()) {
       return { kind: "failed", status: 503, message: "this node's lease is not valid; retry" };
     }
     const forwarded = request.headers.some(([name]) => name === FORWARDED_BY_HEADER);
     let where;
     try {
-      where = await cluster.route(key, forwarded, this.#o.holdsHere);
+      // A streamed body cannot be sent twice: the record decides, not the memory.
+      where = await cluster.route(key, forwarded, this.#o.holdsHere, unread !== undefined);
     } catch (error) {
       this.#o.log.warn("could not read the actor's ownership record", {
         actor: `${key.tenant}/${key.class}/${key.name}`,
@@ -123,19 +138,27 @@ export class RequestRouting {
     }
     for (let sent = 0;; sent++) {
       if (where.kind === "local") {
-        const ran = await this.#runHere(cluster, key, request, forwarded);
+        const whole = await inHand();
+        if ("kind" in whole) return whole;
+        const ran = await this.#runHere(cluster, key, whole, forwarded);
         if (ran.kind === "response" || ran.kind === "failed") return ran;
         where = ran;
       }
       if (where.kind === "not-held") return notHeld(where.node);
       if (where.kind !== "forward") break;
+      const streamed = unread?.streamed();
       const outcome = await cluster.forward(
         where.address,
         where.node,
         key,
         request,
         client?.signal,
+        streamed,
       );
+      if (unread?.started && (outcome.kind === "not-held" || outcome.kind === "failed")) {
+        // Part of the body is gone: it cannot be sent again.
+        return outcome.kind === "not-held" ? movedMeanwhile(outcome.holder) : outcome;
+      }
       // A remembered holder that could not be reached read nothing (it may
       // have just stopped): the record decides, as it would have at once.
       const unsentToMemory = outcome.kind === "failed" && outcome.unsent === true &&
@@ -154,7 +177,7 @@ export class RequestRouting {
     }
     // Only what cannot have run yet and does no harm late is kept: a GET
     // or HEAD without a body that came from outside.
-    const keepable = where.ownerDown && !forwarded && request.body.length === 0 &&
+    const keepable = where.ownerDown && !forwarded && request.body.length === 0 && !unread &&
       (request.method === "GET" || request.method === "HEAD");
     if (!keepable) return { kind: "failed", status: 503, message: where.message };
     const holder = where.node;

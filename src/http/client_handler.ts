@@ -6,7 +6,7 @@
 
 import { type ActorKey, actorNameProblem } from "../actors/key.ts";
 import type { ActorRequest, EventOutcome } from "../actors/protocol.ts";
-import { concatBytes } from "../bytes.ts";
+import { BodyTooLarge, MAX_REPLAYED_BODY_BYTES, readStream, UnreadBody } from "./unread_body.ts";
 import { withCallHeaders } from "../actors/call_chain.ts";
 import { CALL_HEADERS } from "../security/call_signature.ts";
 
@@ -46,8 +46,14 @@ export interface ClientHandlerContext {
   dispatch(
     key: ActorKey,
     request: ActorRequest,
-    client?: { readonly signal: AbortSignal },
+    client?: { readonly signal: AbortSignal; readonly body?: UnreadBody },
   ): Promise<EventOutcome>;
+  /**
+   * Whether a long body may be left unread until its route is known (a node
+   * of a cluster: it is then sent on as it is read, or read where the actor
+   * runs). The dispatch then gets it as `client.body`, `request.body` empty.
+   */
+  streamsBodies?: boolean;
   /**
    * Takes one of the node's places for a request under way, from before its
    * body is read until it is answered: the release, or why there is none
@@ -156,8 +162,6 @@ function requestUrl(target: string, host: string | undefined): URL | string {
   return url;
 }
 
-class BodyTooLarge extends Error {}
-
 /**
  * The request's body, at most `limit` bytes; `declared` is its
  * content-length header. A declared empty body is answered without a
@@ -175,17 +179,6 @@ function readBody(
   return readStream(request.body, limit);
 }
 
-async function readStream(stream: ReadableStream<Uint8Array>, limit: number): Promise<Uint8Array> {
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for await (const chunk of stream) {
-    size += chunk.byteLength;
-    if (size > limit) throw new BodyTooLarge();
-    chunks.push(chunk);
-  }
-  return concatBytes(chunks, size);
-}
-
 /** The request's headers for the actor, and the three the handler reads itself. */
 interface RequestHeaders {
   /** Every header but the call headers, as `[...headers]` gives them. */
@@ -193,6 +186,8 @@ interface RequestHeaders {
   contentLength: string | undefined;
   upgrade: string | undefined;
   host: string | undefined;
+  /** A call header came with it: the signature covers the body, which is read whole. */
+  signed: boolean;
 }
 
 /**
@@ -208,12 +203,16 @@ function requestHeaders(headers: Headers): RequestHeaders {
     contentLength: undefined,
     upgrade: undefined,
     host: undefined,
+    signed: false,
   };
   headers.forEach((value, name) => {
     if (name === "content-length") found.contentLength = value;
     else if (name === "upgrade") found.upgrade = value;
     else if (name === "host") found.host = value;
-    else if (isCallHeader(name)) return;
+    else if (isCallHeader(name)) {
+      found.signed = true;
+      return;
+    }
     found.pairs.push([name, value]);
   });
   return found;
@@ -226,13 +225,45 @@ function requestHeaders(headers: Headers): RequestHeaders {
 class Client {
   readonly #request: Request;
 
-  constructor(request: Request) {
+  constructor(request: Request, readonly body: UnreadBody | undefined) {
     this.#request = request;
   }
 
   get signal(): AbortSignal {
     return this.#request.signal;
   }
+}
+
+const EMPTY = new Uint8Array(0);
+
+/** The 403 of a client's request for an internal class. */
+function internal(className: string): Response {
+  return textResponse(
+    403,
+    `actor class '${className}' is internal: only actors reach it, with actors.call`,
+  );
+}
+
+/**
+ * The body to leave unread until the route is known: one longer than
+ * {@linkcode MAX_REPLAYED_BODY_BYTES} or of unknown length, on a node that
+ * streams bodies, without a call signature (which covers the body); or
+ * undefined (read it now), or the 413 of a declared length over the limit.
+ */
+function unreadBody(
+  context: ClientHandlerContext,
+  request: Request,
+  headers: RequestHeaders,
+): UnreadBody | string | undefined {
+  const declared = headers.contentLength;
+  if (!context.streamsBodies || headers.signed || declared === "0") return undefined;
+  const length = declared === undefined ? undefined : Number(declared);
+  if (length !== undefined && length <= MAX_REPLAYED_BODY_BYTES) return undefined;
+  if (length !== undefined && length > context.maxBodyBytes) {
+    return `the request body is larger than ${context.maxBodyBytes} bytes`;
+  }
+  if (!request.body) return undefined;
+  return new UnreadBody(request.body, length, context.maxBodyBytes, context.notReadyReason);
 }
 
 /**
@@ -300,22 +331,27 @@ export function createClientHandler(
       return withNode(textResponse(503, admitted, { "retry-after": "1" }));
     }
     try {
-      let body: Uint8Array;
-      try {
-        const read = readBody(request, headers.contentLength, context.maxBodyBytes);
-        body = read instanceof Uint8Array ? read : await read;
-      } catch (error) {
-        if (error instanceof BodyTooLarge) {
-          return withNode(
-            textResponse(413, `the request body is larger than ${context.maxBodyBytes} bytes`),
-          );
+      const unread = unreadBody(context, request, headers);
+      if (typeof unread === "string") return withNode(textResponse(413, unread));
+      if (unread && context.isInternal?.(className)) return withNode(internal(className));
+      let body: Uint8Array = EMPTY;
+      if (!unread) {
+        try {
+          const read = readBody(request, headers.contentLength, context.maxBodyBytes);
+          body = read instanceof Uint8Array ? read : await read;
+        } catch (error) {
+          if (error instanceof BodyTooLarge) {
+            return withNode(
+              textResponse(413, `the request body is larger than ${context.maxBodyBytes} bytes`),
+            );
+          }
+          // A stop ends the body streams of requests under way: not the client's fault.
+          const stopping = context.notReadyReason();
+          if (stopping) {
+            return withNode(textResponse(503, `not ready: ${stopping}`, { "retry-after": "1" }));
+          }
+          return withNode(textResponse(400, "bad request: the body could not be read"));
         }
-        // A stop ends the body streams of requests under way: not the client's fault.
-        const stopping = context.notReadyReason();
-        if (stopping) {
-          return withNode(textResponse(503, `not ready: ${stopping}`, { "retry-after": "1" }));
-        }
-        return withNode(textResponse(400, "bad request: the body could not be read"));
       }
       let eventHeaders = headers.pairs;
       const verdict = context.verifyCall?.({
@@ -329,21 +365,14 @@ export function createClientHandler(
         return withNode(textResponse(verdict.status, verdict.reason, retry));
       }
       if (verdict) eventHeaders = withCallHeaders(eventHeaders, verdict.caller, verdict.chain);
-      else if (context.isInternal?.(className)) {
-        return withNode(
-          textResponse(
-            403,
-            `actor class '${className}' is internal: only actors reach it, with actors.call`,
-          ),
-        );
-      }
+      else if (context.isInternal?.(className)) return withNode(internal(className));
       const outcome = await context.dispatch({ tenant: context.tenant, class: className, name }, {
         method: request.method,
         path: rest.length > 0 ? "/" + rest.join("/") : "/",
         query: url.search.slice(1),
         headers: eventHeaders,
         body,
-      }, new Client(request));
+      }, new Client(request, unread));
       if (outcome.kind === "failed") {
         if (outcome.notHeld !== undefined) {
           return withNode(
@@ -357,11 +386,13 @@ export function createClientHandler(
       }
       const { status, body: responseBody } = outcome.response;
       const nullBody = status === 204 || status === 304 || request.method === "HEAD";
+      if (nullBody) outcome.stream?.cancel().catch(() => {});
       try {
         // The pairs as they are, not through a Headers first: the Response
         // validates them once instead of twice (1.5 against 2.0-2.8 µs with
         // the node's header set after, measured).
-        const response = new Response(nullBody ? null : responseBody as Uint8Array<ArrayBuffer>, {
+        const answer = outcome.stream ?? responseBody as Uint8Array<ArrayBuffer>;
+        const response = new Response(nullBody ? null : answer, {
           status,
           headers: outcome.response.headers,
         });

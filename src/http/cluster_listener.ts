@@ -16,9 +16,11 @@
  *
  * It is a `node:https` server, because `Deno.listenTls` cannot ask for a
  * client certificate, adapting requests and responses to web `Request` and
- * `Response`. Bodies are read whole up to a limit and answers buffered whole;
- * in Deno 2.9.6 `node:tls` reads a connection's TCP into memory even while
- * the HTTP server pauses it, so only a trusted peer can make it hold more.
+ * `Response`. Bodies stream both ways: a request's body is read as the
+ * handler reads it, the connection paused meanwhile, and an answer's body
+ * is written a piece at a time as the peer takes it. In Deno 2.9.6
+ * `node:tls` reads a connection's TCP into memory even while the HTTP
+ * server pauses it, so only a trusted peer can make it hold more.
  *
  * @module
  */
@@ -503,64 +505,57 @@ export class ClusterListener {
     if (url === undefined) return answerLine(res, 400, "the request target is not a valid path");
 
     const { maxBodyBytes } = this.#options;
-    const body = await readBody(req, maxBodyBytes).catch(() => undefined);
-    if (body === undefined) {
-      // The peer left, or its connection failed, before the body ended.
-      res.destroy();
-      return;
-    }
-    if (body === "too large") {
+    const declared = req.headers["content-length"];
+    if (declared !== undefined && Number(declared) > maxBodyBytes) {
       // The rest is read and dropped until the peer stops: closing with unread
       // bytes would reset the connection, and the reset can destroy the 413.
       req.resume();
       return answerLine(res, 413, `the request body is over ${maxBodyBytes} bytes`, true);
     }
     const method = req.method ?? "GET";
-    if (body.length > 0 && (method === "GET" || method === "HEAD")) {
-      return answerLine(res, 400, `a ${method} request cannot have a body`);
+    const hasBody = (declared !== undefined && declared !== "0") ||
+      req.headers["transfer-encoding"] !== undefined;
+    if (hasBody && (method === "GET" || method === "HEAD")) {
+      req.resume();
+      return answerLine(res, 400, `a ${method} request cannot have a body`, true);
     }
     const closed = new AbortController();
     res.once("close", () => {
       if (!res.writableFinished) closed.abort(new Error("the peer closed the connection"));
     });
+    // Read as the handler reads it, counted against the limit as it comes.
+    const body = hasBody ? new RequestBody(req, maxBodyBytes) : undefined;
     const request = new Request(url, {
       method,
       headers,
-      body: method === "GET" || method === "HEAD" ? undefined : body,
+      body: body?.stream,
       signal: closed.signal,
     });
 
-    let status: number;
-    let statusText: string;
-    let outHeaders: Record<string, string | string[]>;
-    let outBody: Uint8Array;
+    let response: Response | undefined;
     try {
-      const response = await this.#options.handler(request, peer);
-      status = response.status;
-      statusText = response.statusText;
-      outHeaders = responseHeaders(response.headers, method === "HEAD");
-      // Buffered whole: answers between nodes are bounded by the sender.
-      outBody = response.body ? new Uint8Array(await response.arrayBuffer()) : EMPTY;
+      response = await this.#options.handler(request, peer);
     } catch (error) {
       this.#options.log.error("the cluster handler failed", {
         method,
         path: url.pathname,
         error: describeError(error),
       });
-      return answerLine(res, 500, "the node failed to answer this request; see its log");
+      if (!body?.tooLarge) {
+        return answerLine(res, 500, "the node failed to answer this request; see its log");
+      }
     }
-    if (res.destroyed) return;
-    const bodyless = status < 200 || status === 204 || status === 304;
-    if (
-      !bodyless && (method !== "HEAD" || (outBody.length > 0 && !("content-length" in outHeaders)))
-    ) {
-      // Stated up front, so node:http sends the body as is, not chunked; a
-      // HEAD answer states the length of the body it leaves out.
-      outHeaders["content-length"] = String(outBody.length);
+    // A body the handler left unread is dropped as it comes, so the connection stays in step.
+    if (hasBody && !req.complete) req.resume();
+    if (body?.tooLarge) {
+      response?.body?.cancel().catch(() => {});
+      return answerLine(res, 413, `the request body is over ${maxBodyBytes} bytes`, true);
     }
-    if (statusText) res.writeHead(status, statusText, outHeaders);
-    else res.writeHead(status, outHeaders);
-    res.end(outBody);
+    if (res.destroyed || !response) {
+      response?.body?.cancel().catch(() => {});
+      return;
+    }
+    await writeResponse(res, response, method === "HEAD");
   }
 
   #logThrottled(
@@ -600,46 +595,138 @@ function requestUrl(host: string | undefined, target: string): URL | undefined {
   }
 }
 
-/** The whole body, or "too large" past `max` bytes (then the rest is left unread). */
-function readBody(
-  req: http.IncomingMessage,
-  max: number,
-): Promise<Uint8Array<ArrayBuffer> | "too large"> {
-  const declared = req.headers["content-length"];
-  if (declared !== undefined && Number(declared) > max) return Promise.resolve("too large");
-  if (
-    (declared === undefined || declared === "0") && req.headers["transfer-encoding"] === undefined
-  ) {
-    return Promise.resolve(EMPTY);
+/**
+ * A request's body as a stream, the connection paused while a piece waits
+ * to be read (at most one piece of the socket's reads held here), and
+ * counted: past `max` bytes the stream fails and `tooLarge` is set, the
+ * rest dropped as it comes.
+ */
+class RequestBody {
+  readonly stream: ReadableStream<Uint8Array>;
+  tooLarge = false;
+  #open = true;
+  #total = 0;
+
+  constructor(req: http.IncomingMessage, max: number) {
+    this.stream = new ReadableStream<Uint8Array>({
+      start: (controller) => {
+        const fail = (error: Error) => {
+          if (!this.#open) return;
+          this.#open = false;
+          controller.error(error);
+        };
+        req.on("data", (chunk: Uint8Array) => {
+          if (!this.#open) return;
+          this.#total += chunk.byteLength;
+          if (this.#total > max) {
+            this.tooLarge = true;
+            req.resume();
+            return fail(new Error(`the request body is over ${max} bytes`));
+          }
+          controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+          if ((controller.desiredSize ?? 0) <= 0) req.pause();
+        });
+        req.once("end", () => {
+          if (!this.#open) return;
+          this.#open = false;
+          controller.close();
+        });
+        req.once("error", fail);
+        req.once("close", () => {
+          if (!req.complete) {
+            fail(new Error("the peer closed the connection before the body ended"));
+          }
+        });
+        req.pause();
+      },
+      pull: () => {
+        req.resume();
+      },
+      cancel: () => {
+        // Dropped as it comes (see the handler's end): the connection stays in step.
+        this.#open = false;
+        req.resume();
+      },
+    }, { highWaterMark: 1 });
   }
-  return new Promise((resolve, reject) => {
-    const chunks: Uint8Array<ArrayBuffer>[] = [];
-    let total = 0;
-    const onData = (chunk: Uint8Array<ArrayBuffer>) => {
-      total += chunk.length;
-      if (total > max) {
-        req.off("data", onData);
-        resolve("too large");
-        return;
+}
+
+/**
+ * Writes a web `Response` to `res`: a body that ends with its first piece
+ * goes with its length, a longer one chunked, each piece written once the
+ * one before drained (backpressure from the peer to whoever makes the body).
+ */
+async function writeResponse(
+  res: http.ServerResponse,
+  response: Response,
+  head: boolean,
+): Promise<void> {
+  const { status, statusText } = response;
+  const outHeaders = responseHeaders(response.headers, head);
+  const bodyless = status < 200 || status === 204 || status === 304;
+  const reader = response.body?.getReader();
+  const finish = (body?: Uint8Array) => {
+    if (statusText) res.writeHead(status, statusText, outHeaders);
+    else res.writeHead(status, outHeaders);
+    res.end(body);
+  };
+  if (head && reader && !bodyless && !("content-length" in outHeaders)) {
+    // A HEAD answer states the length of the body it leaves out: the handler's own, counted.
+    let length = 0;
+    try {
+      for (let next; !(next = await reader.read()).done;) length += next.value.length;
+    } catch {
+      length = 0;
+    }
+    if (length > 0) outHeaders["content-length"] = String(length);
+    return finish();
+  }
+  if (!reader || bodyless || head) {
+    reader?.cancel().catch(() => {});
+    if (!bodyless && !head) outHeaders["content-length"] = "0";
+    return finish();
+  }
+  try {
+    const first = await reader.read();
+    const firstPiece = first.done ? EMPTY : first.value;
+    const second = first.done ? first : await reader.read();
+    if (second.done) {
+      // Stated up front, so node:http sends the body as is, not chunked.
+      outHeaders["content-length"] = String(firstPiece.length);
+      return finish(firstPiece);
+    }
+    if (statusText) res.writeHead(status, statusText, outHeaders);
+    else res.writeHead(status, outHeaders);
+    for (let next = [firstPiece, second.value];;) {
+      for (const piece of next) {
+        if (res.destroyed) {
+          reader.cancel().catch(() => {});
+          return;
+        }
+        if (!res.write(piece)) await drained(res);
       }
-      chunks.push(chunk);
+      const more = await reader.read();
+      if (more.done) break;
+      next = [more.value];
+    }
+    res.end();
+  } catch {
+    // The body failed part way (its node failed or went away): the peer sees a cut answer.
+    reader.cancel().catch(() => {});
+    res.destroy();
+  }
+}
+
+/** Resolves when `res` drained or closed. */
+function drained(res: http.ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off("drain", done);
+      res.off("close", done);
+      resolve();
     };
-    req.on("data", onData);
-    req.once("end", () => {
-      if (chunks.length === 1) return resolve(chunks[0]);
-      const body = new Uint8Array(total);
-      let offset = 0;
-      for (const chunk of chunks) {
-        body.set(chunk, offset);
-        offset += chunk.length;
-      }
-      resolve(body);
-    });
-    req.once("error", reject);
-    req.once(
-      "close",
-      () => reject(new Error("the peer closed the connection before the body ended")),
-    );
+    res.once("drain", done);
+    res.once("close", done);
   });
 }
 

@@ -36,11 +36,12 @@
 
 import { describeError } from "../describe_error.ts";
 import { type Clock, systemClock, type Timer } from "../time/clock.ts";
+import { DeadlineQueue } from "../net/deadlines.ts";
 import { type ByteConn, Connection } from "../net/h1/connection.ts";
-import { readAnswer } from "../net/h1/answer.ts";
+import { AnswerBody } from "../net/h1/answer.ts";
+import { converse, type Conversed, unreachable, Unsent } from "../net/h1/exchange.ts";
 import {
   AnswerError,
-  COALESCE_BYTES,
   encodeRequest,
   HEADER_VALUE,
   invalid,
@@ -48,6 +49,7 @@ import {
 } from "../net/h1/wire.ts";
 
 export type { ByteConn } from "../net/h1/connection.ts";
+export type { StreamedBody } from "../net/h1/request_body.ts";
 export { MAX_ANSWER_HEAD_BYTES } from "../net/h1/answer.ts";
 
 /** Longest wait for a connection (a free slot included) before a request is unreachable. */
@@ -96,7 +98,37 @@ export type ForwardResult =
      */
     unansweredNew?: boolean;
   }
-  | { kind: "timeout" };
+  | { kind: "timeout" }
+  /**
+   * A streamed request body was refused before it was all sent: over its
+   * limit (413) or unreadable (400, the client's stream failed or did not
+   * match its length). The peer never saw a complete request: it did not run.
+   */
+  | { kind: "body-refused"; status: 413 | 400; reason: string };
+
+/**
+ * How a forward whose answer body streams ended: as {@linkcode ForwardResult},
+ * with the answer's body read as the stream is (null for none).
+ */
+export type StreamedForwardResult =
+  | Exclude<ForwardResult, { kind: "response" }>
+  | {
+    kind: "response";
+    status: number;
+    /** As {@linkcode ForwardResult}'s (`content-length` kept). */
+    headers: [string, string][];
+    /** The body's length when the answer states it. */
+    length: number | undefined;
+    /**
+     * The body: in hand when the answer states a length of at most
+     * 64 KiB (`STREAM_CHUNK_BYTES`; read at once, as `forward` does), else
+     * a stream of pieces of at most that size, each read from the peer when
+     * the reader asks (no more held); it errors when the peer sends nothing
+     * for the answer timeout, fails, or goes past the body limit, and
+     * cancelling it closes the connection.
+     */
+    body: Uint8Array | ReadableStream<Uint8Array>;
+  };
 
 /** Opens a connection to a peer; aborting `signal` gives up. */
 export type Connect = (host: string, port: number, signal: AbortSignal) => Promise<ByteConn>;
@@ -211,30 +243,10 @@ function raceAbort<T>(promise: Promise<T>, signal: AbortSignal, late: (value: T)
   });
 }
 
-function unreachable(written: boolean, reason: string, unansweredNew = false): ForwardResult {
-  return unansweredNew
-    ? { kind: "unreachable", written, reason, unansweredNew }
-    : { kind: "unreachable", written, reason };
-}
-
 interface Waiter {
   peerKey: string;
   mayReuse: boolean;
   grant(grant: Connection | "slot"): void;
-}
-
-/** An exchange waiting for its answer, in the forwarder's list of them, earliest deadline first. */
-interface AnswerDeadline {
-  /** The clock's monotonic time at which it times out. */
-  due: number;
-  timeout(): void;
-  prev: AnswerDeadline | undefined;
-  next: AnswerDeadline | undefined;
-}
-
-/** A first write that failed before a byte was accepted: nothing of the request was sent. */
-class Unsent {
-  constructor(readonly error: unknown) {}
 }
 
 /**
@@ -277,11 +289,8 @@ export class Forwarder {
   readonly #idleOrder = new Set<Connection>();
   /** Closes idle connections past the idle timeout; armed while any is idle. */
   #idleSweep: Timer | undefined;
-  /** Exchanges waiting for an answer, earliest deadline (first started) first. */
-  #firstDeadline: AnswerDeadline | undefined;
-  #lastDeadline: AnswerDeadline | undefined;
-  /** Times out the exchanges past their deadline; armed for the first one's, or earlier. */
-  #answerTimer: Timer | undefined;
+  /** Exchanges (and streamed answers' reads) waiting on the peer, each for the answer timeout. */
+  readonly #answerWaits: DeadlineQueue;
   /** Parsed peer addresses by the string given (or the URL's href). */
   readonly #peers = new Map<string, Peer>();
   readonly #waiters: Waiter[] = [];
@@ -303,6 +312,13 @@ export class Forwarder {
     this.#maxIdlePerPeer = Math.max(0, options.maxIdlePerPeer ?? MAX_IDLE_PER_PEER);
     this.#connectTimeoutMs = options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
     this.#answerTimeoutMs = options.answerTimeoutMs ?? ANSWER_TIMEOUT_MS;
+    // While a connection is open a timer left armed costs nothing; it ends a
+    // wait that closing the connection might not.
+    this.#answerWaits = new DeadlineQueue(
+      this.#clock,
+      this.#answerTimeoutMs,
+      () => !this.#closing.signal.aborted && this.#all.size > 0,
+    );
     this.#idleTimeoutMs = options.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
     this.#maxBodyBytes = options.maxBodyBytes ?? MAX_FORWARDED_BODY_BYTES;
   }
@@ -321,12 +337,37 @@ export class Forwarder {
    * use, if any, is closed), and with a TypeError for a request or peer
    * address that cannot be sent; everything the network does is a result.
    */
-  async forward(
+  forward(
     peerUrl: string | URL,
     request: ForwardRequest,
     options: { signal?: AbortSignal } = {},
   ): Promise<ForwardResult> {
-    const { signal } = options;
+    return this.#forward(peerUrl, request, options.signal, false) as Promise<ForwardResult>;
+  }
+
+  /**
+   * As {@linkcode Forwarder.forward}, with the answer's body streamed: the
+   * answer timeout covers the exchange up to the answer's head, then each
+   * wait for a piece of the body (the reader's own pace is not counted).
+   * The connection goes back to the pool once the body was read to its end.
+   * A request with a `stream` body sends it as it is read, with the answer
+   * read meanwhile: an answer that comes first stops the body (and the
+   * connection is not reused).
+   */
+  forwardStreamed(
+    peerUrl: string | URL,
+    request: ForwardRequest,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<StreamedForwardResult> {
+    return this.#forward(peerUrl, request, options.signal, true) as Promise<StreamedForwardResult>;
+  }
+
+  async #forward(
+    peerUrl: string | URL,
+    request: ForwardRequest,
+    signal: AbortSignal | undefined,
+    streamed: boolean,
+  ): Promise<ForwardResult | StreamedForwardResult> {
     const peer = this.#peer(peerUrl);
     const wire = encodeRequest(request, peer.authority, this.#forwardedBy, REPLACED);
     signal?.throwIfAborted();
@@ -337,7 +378,7 @@ export class Forwarder {
       if (!(acquired instanceof Connection)) return acquired;
       const connection = acquired;
       const reused = connection.served > 0;
-      const outcome = await this.#exchange(connection, wire, request, signal);
+      const outcome = await this.#exchange(connection, wire, request, signal, streamed);
       if (!(outcome instanceof Unsent)) return outcome;
       this.#discard(connection);
       if (!reused || retried || !closedByPeer(outcome.error)) {
@@ -381,7 +422,7 @@ export class Forwarder {
     this.#closing.abort(new Error("the forwarder is closed"));
     this.#idleSweep?.cancel();
     this.#idleSweep = undefined;
-    this.#stopAnswerTimerIfUnneeded();
+    this.#answerWaits.stopIfIdle();
     const pending: Promise<void>[] = [];
     for (const connection of [...this.#all]) {
       pending.push(connection.settled());
@@ -480,31 +521,26 @@ export class Forwarder {
     wire: Uint8Array,
     request: ForwardRequest,
     signal: AbortSignal | undefined,
-  ): Promise<ForwardResult | Unsent> {
+    streamed: boolean,
+  ): Promise<ForwardResult | StreamedForwardResult | Unsent> {
     if (signal?.aborted) {
       this.#release(connection); // Nothing was written on it.
       throw signal.reason;
     }
     let settled: "work" | "timeout" | "abort" | undefined;
-    let wake!: (outcome: ForwardResult | Unsent | undefined) => void;
-    const outcome = new Promise<ForwardResult | Unsent | undefined>((resolve) => wake = resolve);
+    let wake!: (outcome: Conversed | undefined) => void;
+    const outcome = new Promise<Conversed | undefined>((resolve) => wake = resolve);
     const stop = (why: "timeout" | "abort") => {
       if (settled) return;
       settled = why;
       this.#discard(connection);
       wake(undefined);
     };
-    const deadline: AnswerDeadline = {
-      due: this.#clock.monotonic() + this.#answerTimeoutMs,
-      timeout: () => stop("timeout"),
-      prev: undefined,
-      next: undefined,
-    };
-    this.#trackAnswer(deadline);
+    const deadline = this.#answerWaits.add(() => stop("timeout"));
     const onAbort = () => stop("abort");
     signal?.addEventListener("abort", onAbort, ONCE);
     try {
-      this.#converse(connection, wire, request).then((result) => {
+      converse(connection, wire, request, this.#maxBodyBytes, streamed).then((result) => {
         settled ??= "work";
         wake(result);
       });
@@ -512,128 +548,59 @@ export class Forwarder {
       if (settled === "abort") throw signal!.reason;
       if (settled === "timeout" || result === undefined) return { kind: "timeout" };
       if (result instanceof Unsent) return result;
-      if (connection.reusable) {
-        connection.served++;
-        this.#release(connection);
-      } else this.#discard(connection);
+      if (result instanceof AnswerBody) return this.#streamAnswer(connection, result);
+      this.#finish(connection);
       return result;
     } finally {
-      this.#untrackAnswer(deadline);
+      this.#answerWaits.remove(deadline);
       signal?.removeEventListener("abort", onAbort);
     }
   }
 
-  /** Adds an exchange to the answer deadlines (last: it started last), arming the timer if need be. */
-  #trackAnswer(deadline: AnswerDeadline): void {
-    deadline.prev = this.#lastDeadline;
-    if (this.#lastDeadline) this.#lastDeadline.next = deadline;
-    else this.#firstDeadline = deadline;
-    this.#lastDeadline = deadline;
-    this.#armAnswerTimer();
-  }
-
-  /** Removes an exchange from the answer deadlines, if it is there. */
-  #untrackAnswer(deadline: AnswerDeadline): void {
-    if (deadline.prev) deadline.prev.next = deadline.next;
-    else if (this.#firstDeadline === deadline) this.#firstDeadline = deadline.next;
-    else return; // Not in the list (any more).
-    if (deadline.next) deadline.next.prev = deadline.prev;
-    else this.#lastDeadline = deadline.prev;
-    deadline.prev = deadline.next = undefined;
-    if (!this.#firstDeadline) this.#stopAnswerTimerIfUnneeded();
+  /** An exchange whose answer was read: back to the pool, or closed. */
+  #finish(connection: Connection): void {
+    if (connection.reusable) {
+      connection.served++;
+      this.#release(connection);
+    } else this.#discard(connection);
   }
 
   /**
-   * Arms the answer timer for the first exchange's deadline, unless it is
-   * armed: then for an earlier or the same one, as exchanges are added in
-   * the order of their deadlines. One finished meanwhile leaves it armed;
-   * it then finds nothing due and arms itself for the next: one timer per
-   * answer timeout with steady traffic, not one per request.
+   * The answer's head with its body as a stream read from the connection
+   * (see {@linkcode StreamedForwardResult}), each wait for a piece bounded
+   * by the answer timeout.
    */
-  #armAnswerTimer(): void {
-    if (this.#answerTimer || !this.#firstDeadline) return;
-    const wait = this.#firstDeadline.due - this.#clock.monotonic();
-    this.#answerTimer = this.#clock.setTimer(Math.max(0, Math.ceil(wait)), this.#expireAnswers);
-  }
-
-  /** Times out the exchanges whose deadline passed, first started first. */
-  readonly #expireAnswers = (): void => {
-    this.#answerTimer = undefined;
-    const now = this.#clock.monotonic();
-    while (this.#firstDeadline && this.#firstDeadline.due <= now) {
-      const due = this.#firstDeadline;
-      this.#untrackAnswer(due);
-      due.timeout();
-    }
-    this.#armAnswerTimer();
-  };
-
-  /**
-   * Cancels the answer timer when no exchange waits and the forwarder is
-   * closed or has no connection (a timer left armed only keeps the process
-   * awake). While an exchange waits, it stays: the timeout ends a wait that
-   * closing the connection might not.
-   */
-  #stopAnswerTimerIfUnneeded(): void {
-    if (this.#firstDeadline || !this.#answerTimer) return;
-    if (!this.#closing.signal.aborted && this.#all.size > 0) return;
-    this.#answerTimer.cancel();
-    this.#answerTimer = undefined;
-  }
-
-  /** The exchange itself; never rejects. Sets `connection.reusable`. */
-  async #converse(
-    connection: Connection,
-    wire: Uint8Array,
-    request: ForwardRequest,
-  ): Promise<ForwardResult | Unsent> {
-    connection.reusable = false;
-    if (connection.dead && connection.served > 0) {
-      // Seen closed between taking it from the pool and writing: nothing written.
-      return new Unsent(
-        new Deno.errors.ConnectionReset("the peer had closed the kept-alive connection"),
-      );
-    }
-    let accepted = 0;
-    try {
-      const { conn } = connection;
-      for (let offset = 0; offset < wire.length;) {
-        const n = await conn.write(offset === 0 ? wire : wire.subarray(offset));
-        offset += n;
-        accepted += n;
-      }
-      const { body } = request;
-      if (body.length > COALESCE_BYTES) {
-        for (let offset = 0; offset < body.length;) {
-          offset += await conn.write(offset === 0 ? body : body.subarray(offset));
+  #streamAnswer(connection: Connection, body: AnswerBody): StreamedForwardResult {
+    const stream = new ReadableStream<Uint8Array>({
+      pull: async (controller) => {
+        const wait = this.#answerWaits.add(() => this.#discard(connection));
+        try {
+          const piece = await body.next();
+          if (piece === null) {
+            controller.close();
+            this.#finish(connection);
+          } else {
+            controller.enqueue(piece);
+            if (body.done) {
+              controller.close();
+              this.#finish(connection);
+            }
+          }
+        } catch (error) {
+          this.#discard(connection);
+          controller.error(
+            error instanceof AnswerError ? error : new AnswerError(
+              `${connection.peerKey}: the answer's body was cut: ${describeError(error)}`,
+            ),
+          );
+        } finally {
+          this.#answerWaits.remove(wait);
         }
-      }
-    } catch (error) {
-      if (accepted === 0) return new Unsent(error);
-      return unreachable(
-        true,
-        `the connection to ${connection.peerKey} failed while the request was written: ${
-          describeError(error)
-        }`,
-        connection.served === 0 && connection.bytesRead === 0,
-      );
-    }
-    try {
-      return {
-        kind: "response",
-        ...await readAnswer(connection, request.method, this.#maxBodyBytes),
-      };
-    } catch (error) {
-      const reason = error instanceof AnswerError
-        ? error.message
-        : `the connection failed before a complete answer: ${describeError(error)}`;
-      connection.reusable = false;
-      return unreachable(
-        true,
-        `${connection.peerKey}: ${reason}`,
-        connection.served === 0 && connection.bytesRead === 0,
-      );
-    }
+      },
+      cancel: () => this.#discard(connection),
+    }, { highWaterMark: 0 });
+    const { status, headers } = body.head;
+    return { kind: "response", status, headers, length: body.length, body: stream };
   }
 
   /** Puts a connection whose exchange is over back in its peer's pool, or closes it. */
@@ -781,7 +748,7 @@ export class Forwarder {
       // Nothing left to sweep; a sweep armed for a connection taken since would only wake.
       this.#idleSweep?.cancel();
       this.#idleSweep = undefined;
-      this.#stopAnswerTimerIfUnneeded();
+      this.#answerWaits.stopIfIdle();
     }
     if (pump) this.#pump();
   }

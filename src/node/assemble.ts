@@ -22,6 +22,7 @@ import { type ActorKey, DEFAULT_TENANT } from "../actors/key.ts";
 import type { ActorRequest, ExecutorClass } from "../actors/protocol.ts";
 import { createCallHandler } from "../actors/call_router.ts";
 import { createClientHandler } from "../http/client_handler.ts";
+import type { UnreadBody } from "../http/unread_body.ts";
 import type { Connect } from "../http/forward.ts";
 import {
   maxClientConnections,
@@ -324,7 +325,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
   const dispatch = async (
     key: ActorKey,
     request: ActorRequest,
-    client?: { readonly signal: AbortSignal },
+    client?: { readonly signal: AbortSignal; readonly body?: UnreadBody },
   ) => {
     const outcome = await routing.route(key, request, client);
     counters.event(
@@ -340,6 +341,8 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     hasClass: (name: string) => classNames.has(name),
     notReadyReason: () => readiness.reason(),
     dispatch,
+    // Where requests may go on to another node, a long body is sent on as it is read.
+    streamsBodies: plane !== undefined,
     admit: () => admission.admit(),
     isInternal: (name: string) => internalClasses.has(name),
   };

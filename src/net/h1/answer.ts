@@ -37,6 +37,30 @@ export interface Answer {
   body: Uint8Array;
 }
 
+/** How an answer's body is delimited. */
+export type BodyFraming =
+  | { kind: "none" }
+  | { kind: "length"; length: number }
+  | { kind: "chunked" }
+  | { kind: "close" };
+
+/** An answer's head, its body not read yet. */
+export interface AnswerHead {
+  status: number;
+  /** End-to-end headers, names in lower case (`content-length` kept). */
+  headers: [string, string][];
+  framing: BodyFraming;
+  /** Whether the connection may carry another request once the body is read. */
+  reusable: boolean;
+}
+
+/**
+ * Largest piece of a streamed answer body handed on at once: what a
+ * streamed answer holds in memory per exchange, beside the connection's
+ * buffer.
+ */
+export const STREAM_CHUNK_BYTES = 64 * 1024;
+
 /**
  * Reads one answer (skipping interim 1xx ones) and sets
  * `connection.reusable`; throws an AnswerError or a read error.
@@ -51,6 +75,29 @@ export async function readAnswer(
   method: string,
   maxBodyBytes: number,
 ): Promise<Answer> {
+  const head = await readAnswerHead(connection, method, maxBodyBytes);
+  const body = await new AnswerBody(connection, head, maxBodyBytes).readWhole();
+  return { status: head.status, headers: head.headers, body };
+}
+
+/**
+ * Reads an answer's head (skipping interim 1xx ones), leaving its body on
+ * the connection; throws an AnswerError (a 101, a body over `maxBodyBytes`
+ * by its length, a framing that is not HTTP/1.1's) or a read error.
+ *
+ * @example
+ * ```ts ignore
+ * const head = await readAnswerHead(connection, "GET", 32 * 1024 * 1024);
+ * const body = new AnswerBody(connection, head, 32 * 1024 * 1024);
+ * for (let piece; (piece = await body.next()) !== null;) send(piece);
+ * ```
+ */
+export async function readAnswerHead(
+  connection: Connection,
+  method: string,
+  maxBodyBytes: number,
+): Promise<AnswerHead> {
+  connection.reusable = false;
   let first = true;
   while (true) {
     const { version, status, headers } = await readHead(connection, first);
@@ -68,9 +115,9 @@ export async function readAnswer(
       else if (name === "connection" && tokens === NO_TOKENS) tokens = connectionTokens(headers);
     }
     let reusable = version === 1 && !tokens.has("close");
-    let body: Uint8Array;
+    let framing: BodyFraming;
     if (method === "HEAD" || status === 204 || status === 304) {
-      body = EMPTY;
+      framing = NONE;
     } else if (transferEncoding) {
       const codings = transferEncoding.join(",").split(",").map((c) => c.trim().toLowerCase());
       if (codings.length !== 1 || codings[0] !== "chunked") {
@@ -79,21 +126,151 @@ export async function readAnswer(
             "is not chunked alone",
         );
       }
-      body = await readChunked(connection, maxBodyBytes);
+      framing = CHUNKED;
       if (contentLength) reusable = false;
     } else if (contentLength) {
       const length = parseContentLength(contentLength);
       if (length > maxBodyBytes) throw tooLarge(maxBodyBytes);
-      body = length === 0 ? EMPTY : new Uint8Array(length);
-      const buffered = connection.takeInto(body, 0);
-      if (buffered < length) await readExactInto(connection, body, buffered);
+      framing = length === 0 ? NONE : { kind: "length", length };
     } else {
-      body = await readToEnd(connection, maxBodyBytes);
+      framing = CLOSE;
       reusable = false;
     }
+    return { status, headers: endToEnd(headers, tokens), framing, reusable };
+  }
+}
+
+const NONE: BodyFraming = { kind: "none" };
+const CHUNKED: BodyFraming = { kind: "chunked" };
+const CLOSE: BodyFraming = { kind: "close" };
+
+/**
+ * An answer's body as it comes off the connection, in pieces of at most
+ * {@linkcode STREAM_CHUNK_BYTES}, or whole; every part bounded as the whole
+ * answer is. Sets `connection.reusable` once the body ended.
+ *
+ * @example
+ * ```ts ignore
+ * const body = new AnswerBody(connection, head, 32 * 1024 * 1024);
+ * const bytes = await body.readWhole();
+ * ```
+ */
+export class AnswerBody {
+  /** The head this body follows. */
+  readonly head: AnswerHead;
+  readonly #connection: Connection;
+  readonly #framing: BodyFraming;
+  readonly #reusable: boolean;
+  readonly #max: number;
+  /** Bytes handed on so far. */
+  #total = 0;
+  /** Bytes left in the current chunk (chunked) or the body (by length). */
+  #left: number;
+  #done = false;
+
+  constructor(connection: Connection, head: AnswerHead, maxBodyBytes: number) {
+    this.head = head;
+    this.#connection = connection;
+    this.#framing = head.framing;
+    this.#reusable = head.reusable;
+    this.#max = maxBodyBytes;
+    this.#left = head.framing.kind === "length" ? head.framing.length : 0;
+    if (head.framing.kind === "none") this.#end();
+  }
+
+  /** The body's length when its head states it, else undefined. */
+  get length(): number | undefined {
+    const framing = this.#framing;
+    return framing.kind === "length" ? framing.length : framing.kind === "none" ? 0 : undefined;
+  }
+
+  /** Whether the body was read to its end. */
+  get done(): boolean {
+    return this.#done;
+  }
+
+  /** The next piece, or null after the last; throws an AnswerError or a read error. */
+  async next(): Promise<Uint8Array | null> {
+    if (this.#done) return null;
+    const connection = this.#connection;
+    switch (this.#framing.kind) {
+      case "length": {
+        const piece = new Uint8Array(Math.min(this.#left, STREAM_CHUNK_BYTES));
+        const n = await this.#readSome(piece);
+        if (n === null) throw closedMidAnswer();
+        this.#left -= n;
+        this.#total += n;
+        if (this.#left === 0) this.#end();
+        return n === piece.length ? piece : piece.subarray(0, n);
+      }
+      case "chunked": {
+        if (this.#left === 0) {
+          const size = await readChunkSize(connection);
+          if (size === 0) {
+            await readTrailers(connection);
+            this.#end();
+            return null;
+          }
+          if (size > this.#max - this.#total) throw tooLarge(this.#max);
+          this.#left = size;
+        }
+        const piece = new Uint8Array(Math.min(this.#left, STREAM_CHUNK_BYTES));
+        const n = await this.#readSome(piece);
+        if (n === null) throw closedMidAnswer();
+        this.#left -= n;
+        this.#total += n;
+        if (this.#left === 0) await expectCrlf(connection);
+        return n === piece.length ? piece : piece.subarray(0, n);
+      }
+      case "close": {
+        const piece = new Uint8Array(Math.min(READ_TO_END_BYTES, this.#max - this.#total + 1));
+        const n = await this.#readSome(piece);
+        if (n === null) {
+          this.#end();
+          return null;
+        }
+        this.#total += n;
+        if (this.#total > this.#max) throw tooLarge(this.#max);
+        return piece.subarray(0, n);
+      }
+      default:
+        return null;
+    }
+  }
+
+  /** The rest of the body at once (one array for a body of known length). */
+  async readWhole(): Promise<Uint8Array> {
+    if (this.#done) return EMPTY;
+    if (this.#framing.kind === "length" && this.#total === 0) {
+      const body = new Uint8Array(this.#left);
+      await readExactInto(this.#connection, body, 0);
+      this.#left = 0;
+      this.#total = body.length;
+      this.#end();
+      return body;
+    }
+    const pieces: Uint8Array[] = [];
+    let total = 0;
+    for (let piece; (piece = await this.next()) !== null;) {
+      pieces.push(piece);
+      total += piece.length;
+    }
+    return pieces.length === 1 ? pieces[0] : concatBytes(pieces, total);
+  }
+
+  /** Buffered bytes first, else a read straight into `target`. */
+  #readSome(target: Uint8Array): Promise<number | null> {
+    const buffered = this.#connection.takeInto(target, 0);
+    if (buffered > 0) return Promise.resolve(buffered);
+    return this.#connection.readInto(target);
+  }
+
+  #end(): void {
+    this.#done = true;
+    const connection = this.#connection;
     // Bytes after the answer were not asked for: the connection is not in a known state.
-    connection.reusable = reusable && connection.end === connection.start;
-    return { status, headers: endToEnd(headers, tokens), body };
+    connection.reusable = this.#reusable && this.#framing.kind !== "close" &&
+      connection.end === connection.start;
   }
 }
 
@@ -175,51 +352,25 @@ async function expectCrlf(connection: Connection): Promise<void> {
   connection.start += 2;
 }
 
-async function readChunked(connection: Connection, maxBodyBytes: number): Promise<Uint8Array> {
-  const pieces: Uint8Array[] = [];
-  let total = 0;
-  while (true) {
-    const line = await readLine(connection, MAX_CHUNK_LINE_BYTES);
-    const match = CHUNK_LINE.exec(line);
-    if (!match) {
-      throw new AnswerError(`the answer has a malformed chunk size line ${JSON.stringify(line)}`);
-    }
-    const size = parseInt(match[1], 16);
-    if (size === 0) break;
-    if (size > maxBodyBytes - total) throw tooLarge(maxBodyBytes);
-    const piece = new Uint8Array(size);
-    await readExactInto(connection, piece, 0);
-    pieces.push(piece);
-    total += size;
-    await expectCrlf(connection);
+/** A chunk's size from its size line. */
+async function readChunkSize(connection: Connection): Promise<number> {
+  const line = await readLine(connection, MAX_CHUNK_LINE_BYTES);
+  const match = CHUNK_LINE.exec(line);
+  if (!match) {
+    throw new AnswerError(`the answer has a malformed chunk size line ${JSON.stringify(line)}`);
   }
-  // Trailers are read and dropped.
+  return parseInt(match[1], 16);
+}
+
+/** Trailers are read and dropped, bounded as a head is. */
+async function readTrailers(connection: Connection): Promise<void> {
   let trailerBytes = 0;
   while (true) {
     const line = await readLine(connection, MAX_ANSWER_HEAD_BYTES);
-    if (line === "") break;
+    if (line === "") return;
     trailerBytes += line.length + 2;
     if (trailerBytes > MAX_ANSWER_HEAD_BYTES) {
       throw new AnswerError(`the answer's trailers are larger than ${MAX_ANSWER_HEAD_BYTES} bytes`);
     }
-  }
-  return pieces.length === 1 ? pieces[0] : concatBytes(pieces, total);
-}
-
-async function readToEnd(connection: Connection, maxBodyBytes: number): Promise<Uint8Array> {
-  const pieces: Uint8Array[] = [];
-  let total = connection.end - connection.start;
-  if (total > maxBodyBytes) throw tooLarge(maxBodyBytes);
-  if (total > 0) {
-    pieces.push(connection.buf.slice(connection.start, connection.end));
-    connection.start = connection.end;
-  }
-  while (true) {
-    const chunk = new Uint8Array(Math.min(READ_TO_END_BYTES, maxBodyBytes - total + 1));
-    const n = await connection.readInto(chunk);
-    if (n === null) return concatBytes(pieces, total);
-    total += n;
-    if (total > maxBodyBytes) throw tooLarge(maxBodyBytes);
-    pieces.push(chunk.subarray(0, n));
   }
 }

@@ -7,6 +7,8 @@
  * @module
  */
 
+import type { StreamedBody } from "./request_body.ts";
+
 /** Head and body are written with one call up to this size. */
 export const COALESCE_BYTES = 16 * 1024;
 
@@ -159,7 +161,10 @@ export interface RequestHead {
   method: string;
   path: string;
   headers: [string, string][];
+  /** The body in hand; empty when `stream` carries it. */
   body: Uint8Array;
+  /** A body sent as it is read (request_body.ts), instead of `body`. */
+  stream?: StreamedBody;
 }
 
 /**
@@ -209,7 +214,12 @@ export function encodeRequest(
   }
   let text = method + " " + path + " HTTP/1.1\r\nhost: " + (host ?? authority) + "\r\n" + lines +
     ownLines;
-  if (body.length > 0 || !NO_CONTENT_METHODS.has(method)) {
+  const { stream } = request;
+  if (stream) {
+    text += stream.length === undefined
+      ? "transfer-encoding: chunked\r\n"
+      : "content-length: " + stream.length + "\r\n";
+  } else if (body.length > 0 || !NO_CONTENT_METHODS.has(method)) {
     text += "content-length: " + body.length + "\r\n";
   }
   text += "\r\n";
