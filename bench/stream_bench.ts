@@ -1,0 +1,94 @@
+/**
+ * The streaming benchmark (issue 17): what forwarding long bodies costs the
+ * forwarding node in memory. Two WasmKeep nodes, `a` and `b`, run as real
+ * processes on one file bucket (plain HTTP between them, as
+ * `test/node/cluster_test.ts` starts them, `--max-body-bytes` 20 MiB);
+ * `CONCURRENT` actors are woken on `a`, then each gets `ROUNDS` POSTs of a
+ * 16 MiB body to the testbed's `/echo` through `b`, all at once: 16 MiB
+ * goes through `b` each way per request. The figure is `b`'s peak RSS
+ * (sampled every 5 ms from `/proc/PID/status`) over its RSS before, against
+ * what `b` would hold if it read each body whole (both ways: 32 MiB a
+ * request).
+ *
+ * Usage: `deno run -A bench/stream_bench.ts [--wasmkeep-root DIR]`, where
+ * `--wasmkeep-root` is the checkout whose `main.ts` the nodes run (default:
+ * this one), to compare with another commit in the same run.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+
+/** Requests at once, each to its own actor. */
+export const CONCURRENT = 4;
+/** Rounds of `CONCURRENT` requests. */
+export const ROUNDS = 2;
+/** Each body's size. */
+export const BODY_BYTES = 16 * 1024 * 1024;
+
+const { values } = parseArgs({
+  args: Deno.args,
+  options: { "wasmkeep-root": { type: "string" } },
+});
+const root = values["wasmkeep-root"] ?? new URL("..", import.meta.url).pathname;
+const { scratchDir, startClusterNode } = await import(`${root}/test/helpers/cluster.ts`);
+const { TESTBED_WASM } = await import(`${root}/test/helpers/node_process.ts`);
+
+function rssMiB(pid: number): number {
+  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+  return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024;
+}
+
+const TESTBED = ["--actor", `testbed=${TESTBED_WASM}`];
+const LIMIT = { extra: ["--max-body-bytes", String(20 * 1024 * 1024)] };
+const dir = await scratchDir("wk-stream-bench-");
+const bucketUrl = `file://${dir}/bucket`;
+const [a, b] = await Promise.all([
+  startClusterNode("a", dir, bucketUrl, TESTBED, LIMIT),
+  startClusterNode("b", dir, bucketUrl, TESTBED, LIMIT),
+]);
+try {
+  const post = async (via: string, actor: string, body: BodyInit) => {
+    const response = await fetch(`${via}/actor/testbed/${actor}/echo`, { method: "POST", body });
+    const bytes = await response.arrayBuffer();
+    if (response.status !== 200) throw new Error(`${actor}: ${response.status}`);
+    return { bytes: bytes.byteLength, node: response.headers.get("x-wasmkeep-node") };
+  };
+  const actors = Array.from({ length: CONCURRENT }, (_, i) => `big${i}`);
+  for (const actor of actors) await post(a.url, actor, "wake");
+  // b learns where each is, and warms its paths, with short bodies.
+  for (const actor of actors) await post(b.url, actor, "warm");
+
+  const before = rssMiB(b.pid);
+  let peak = before;
+  const sampler = setInterval(() => peak = Math.max(peak, rssMiB(b.pid)), 5);
+  const body = new Uint8Array(BODY_BYTES).fill(65);
+  const started = performance.now();
+  for (let round = 0; round < ROUNDS; round++) {
+    const answers = await Promise.all(actors.map((actor) => post(b.url, actor, body)));
+    for (const answer of answers) {
+      if (answer.node !== "a" || answer.bytes < BODY_BYTES) {
+        throw new Error(`answered by ${answer.node} with ${answer.bytes} bytes`);
+      }
+    }
+  }
+  const seconds = (performance.now() - started) / 1000;
+  clearInterval(sampler);
+  peak = Math.max(peak, rssMiB(b.pid));
+  const whole = CONCURRENT * 2 * BODY_BYTES / (1024 * 1024);
+  const result = {
+    root,
+    concurrent: CONCURRENT,
+    rounds: ROUNDS,
+    bodyMiB: BODY_BYTES / (1024 * 1024),
+    rssBeforeMiB: Number(before.toFixed(1)),
+    peakRssMiB: Number(peak.toFixed(1)),
+    riseMiB: Number((peak - before).toFixed(1)),
+    wholeBodiesMiB: whole,
+    seconds: Number(seconds.toFixed(2)),
+  };
+  console.log(JSON.stringify(result));
+} finally {
+  await Promise.all([a.stop(), b.stop()]);
+  await Deno.remove(dir, { recursive: true });
+}
