@@ -172,8 +172,12 @@ export class RequestRouting {
       } catch (error) {
         return { kind: "failed", ...lookupFailure(error) };
       }
-      // Its record names the node that could not be reached: its 503, not a second try.
-      if (unsentToMemory && where.kind === "forward" && where.node === tried) return outcome;
+      // Its record names the node that could not be reached: its 503, not a
+      // second try, nor a wait (the spec's "the request that finds it out
+      // gets the 503"; the ones after it are kept).
+      const sameNode = (where.kind === "forward" || where.kind === "unavailable") &&
+        where.node === tried;
+      if (unsentToMemory && sameNode) return outcome;
     }
     // Only what cannot have run yet and does no harm late is kept: a GET
     // or HEAD without a body that came from outside.
