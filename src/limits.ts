@@ -164,3 +164,17 @@ export const MAX_REMEMBERED_HOLDERS = 65_536;
  * ```
  */
 export const MAX_REPLAYED_BODY_BYTES = 64 * 1024;
+
+/**
+ * Most relays a node holds open to its peers at once (upgrades sent on to
+ * the node that owns their actor); one more is refused. Each holds two
+ * connections (4,096 of the 20,000 open files at most) and up to two
+ * buffers of 64 KiB (`RELAY_BUFFER_BYTES`, 256 MiB at most).
+ *
+ * @example
+ * ```ts
+ * import { MAX_RELAYS } from "./limits.ts";
+ * console.log(MAX_RELAYS); // 2048
+ * ```
+ */
+export const MAX_RELAYS = 2_048;

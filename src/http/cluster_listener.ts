@@ -14,6 +14,11 @@
  * fenced, released, deleted, replaced by a new key or expired loses its
  * open connections too ("How fast a removed node loses access").
  *
+ * An upgrade request of a trusted peer goes to the `upgrade` option, which
+ * accepts it (the listener writes the 101 and hands the connection over:
+ * it stays that peer's, so a revoke closes it too) or refuses it with an
+ * answer; without the option, upgrades are answered 501.
+ *
  * It is a `node:https` server, because `Deno.listenTls` cannot ask for a
  * client certificate, adapting requests and responses to web `Request` and
  * `Response`. Bodies stream both ways: a request's body is read as the
@@ -25,7 +30,7 @@
  * @module
  */
 
-import type http from "node:http";
+import http from "node:http";
 import https from "node:https";
 import type { Socket } from "node:net";
 import type tls from "node:tls";
@@ -36,6 +41,9 @@ import { assert } from "../assert.ts";
 import { describeError } from "../describe_error.ts";
 import type { NodeIdentity } from "../security/node_identity.ts";
 import { type Clock, systemClock } from "../time/clock.ts";
+import type { ByteConn } from "../net/h1/connection.ts";
+import { SocketConn } from "../net/socket_conn.ts";
+import { HOP_BY_HOP, RequestBody, writeResponse } from "./node_http_bodies.ts";
 
 /** A connection whose TLS handshake has not ended this long after it was accepted is closed. */
 export const HANDSHAKE_TIMEOUT_MS = 5_000;
@@ -109,6 +117,14 @@ export interface ClusterListenerOptions {
   trust: (fingerprint: string) => boolean;
   /** Answers a trusted peer's request. One that throws is answered 500. */
   handler: (request: Request, peer: ClusterPeer) => Promise<Response>;
+  /**
+   * Answers a trusted peer's upgrade request (`connection: upgrade`): accept
+   * it (the listener writes the 101 and hands the connection over), or
+   * refuse it with an answer. Unset: every upgrade is answered 501. One that
+   * throws is answered 500. An accepted connection stays the peer's: it is
+   * closed when trust in the peer is withdrawn, as the others are.
+   */
+  upgrade?: (request: Request, peer: ClusterPeer) => Promise<UpgradeAnswer>;
   /** Most connections open at once, those in their handshake included. */
   maxConnections: number;
   /** Default {@linkcode MAX_HANDSHAKES_PER_ADDRESS}. */
@@ -121,6 +137,17 @@ export interface ClusterListenerOptions {
   /** For the refusal log's throttle; default the system clock. */
   clock?: Clock;
 }
+
+/** What a {@linkcode ClusterListenerOptions.upgrade} decided. */
+export type UpgradeAnswer =
+  | {
+    kind: "accept";
+    /** Headers of the 101 beside `connection` and `upgrade`, which the listener writes. */
+    headers: [string, string][];
+    /** Takes the switched connection, with the bytes the peer sent after its request's head. */
+    join(conn: ByteConn, leftover: Uint8Array): void;
+  }
+  | { kind: "refuse"; response: Response };
 
 /** Counts of {@linkcode ClusterListener.stats}. */
 export interface ClusterListenerStats {
@@ -140,16 +167,6 @@ export interface ClusterListenerStats {
   revoked: number;
 }
 
-const HOP_BY_HOP = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-]);
-const EMPTY = new Uint8Array(0);
 const encoder = new TextEncoder();
 
 /**
@@ -217,20 +234,11 @@ export class ClusterListener {
       maxHeaderSize: MAX_REQUEST_HEAD_BYTES,
     }, (req, res) => this.#onRequest(req, res));
     this.#server.on("connection", (socket: Socket) => this.#onConnection(socket));
-    // Relayed WebSockets do not come this way yet: an upgrade is refused in
-    // one line rather than left without an answer.
-    this.#server.on("upgrade", (_req: http.IncomingMessage, socket: Socket) => {
-      const peer = this.#peerOf.get(socket);
-      if (peer !== undefined && this.#isTrusted(peer.fingerprint)) {
-        const line = "upgrades are not served on the cluster port\n";
-        socket.end(
-          `HTTP/1.1 501 Not Implemented\r\ncontent-type: text/plain; charset=utf-8\r\n` +
-            `content-length: ${line.length}\r\nconnection: close\r\n\r\n${line}`,
-        );
-      } else {
-        socket.destroy();
-      }
-    });
+    this.#server.on(
+      "upgrade",
+      (req: http.IncomingMessage, socket: Socket, head: Uint8Array) =>
+        this.#onUpgrade(req, socket as tls.TLSSocket, head),
+    );
     // Ahead of the HTTP server's own listener: a refused socket is destroyed
     // before the HTTP server attaches to it, so nothing it sent is parsed.
     this.#server.prependListener(
@@ -470,6 +478,66 @@ export class ClusterListener {
     }
   }
 
+  /** An upgrade request of a trusted peer: accepted and handed over, or answered and closed. */
+  #onUpgrade(req: http.IncomingMessage, socket: tls.TLSSocket, head: Uint8Array): void {
+    const peer = this.#peerOf.get(socket);
+    if (peer === undefined || !this.#isTrusted(peer.fingerprint)) {
+      if (peer !== undefined) this.revoke();
+      socket.destroy();
+      return;
+    }
+    const answerAndClose = (status: number, line: string) => {
+      const body = encoder.encode(line + "\n");
+      socket.end(
+        `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? ""}\r\n` +
+          `content-type: text/plain; charset=utf-8\r\ncontent-length: ${body.length}\r\n` +
+          `connection: close\r\n\r\n${line}\n`,
+      );
+    };
+    const upgrade = this.#options.upgrade;
+    if (!upgrade) return answerAndClose(501, "upgrades are not served on the cluster port");
+    const target = req.url ?? "";
+    const protocol = req.headers.upgrade ?? "";
+    const url = target.startsWith("/") ? requestUrl(req.headers.host, target) : undefined;
+    if (url === undefined) return answerAndClose(400, "the request target is not a valid path");
+    const headers = new Headers();
+    try {
+      const raw = req.rawHeaders;
+      for (let i = 0; i + 1 < raw.length; i += 2) headers.append(raw[i], raw[i + 1]);
+    } catch {
+      return answerAndClose(400, "a request header is not valid");
+    }
+    const request = new Request(url, { method: req.method ?? "GET", headers });
+    upgrade(request, peer).then(async (answer) => {
+      if (socket.destroyed) return;
+      if (answer.kind === "refuse") {
+        const { response } = answer;
+        const body = new Uint8Array(await response.arrayBuffer());
+        let lines = `HTTP/1.1 ${response.status} ${http.STATUS_CODES[response.status] ?? ""}\r\n`;
+        for (const [name, value] of response.headers) {
+          if (HOP_BY_HOP.has(name) || name === "content-length") continue;
+          lines += `${name}: ${value}\r\n`;
+        }
+        socket.write(lines + `content-length: ${body.length}\r\nconnection: close\r\n\r\n`);
+        socket.end(body);
+        return;
+      }
+      let lines = "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\n" +
+        `upgrade: ${protocol}\r\n`;
+      for (const [name, value] of answer.headers) lines += `${name}: ${value}\r\n`;
+      socket.write(lines + "\r\n");
+      answer.join(new SocketConn(socket), new Uint8Array(head));
+    }, (error) => {
+      this.#options.log.error("the cluster upgrade handler failed", {
+        path: url.pathname,
+        error: describeError(error),
+      });
+      if (!socket.destroyed) {
+        answerAndClose(500, "the node failed to answer this upgrade; see its log");
+      }
+    });
+  }
+
   #onRequest(req: http.IncomingMessage, res: http.ServerResponse): void {
     const peer = this.#peerOf.get(req.socket);
     if (peer === undefined) {
@@ -593,156 +661,6 @@ function requestUrl(host: string | undefined, target: string): URL | undefined {
   } catch {
     return undefined;
   }
-}
-
-/**
- * A request's body as a stream, the connection paused while a piece waits
- * to be read (at most one piece of the socket's reads held here), and
- * counted: past `max` bytes the stream fails and `tooLarge` is set, the
- * rest dropped as it comes.
- */
-class RequestBody {
-  readonly stream: ReadableStream<Uint8Array>;
-  tooLarge = false;
-  #open = true;
-  #total = 0;
-
-  constructor(req: http.IncomingMessage, max: number) {
-    this.stream = new ReadableStream<Uint8Array>({
-      start: (controller) => {
-        const fail = (error: Error) => {
-          if (!this.#open) return;
-          this.#open = false;
-          controller.error(error);
-        };
-        req.on("data", (chunk: Uint8Array) => {
-          if (!this.#open) return;
-          this.#total += chunk.byteLength;
-          if (this.#total > max) {
-            this.tooLarge = true;
-            req.resume();
-            return fail(new Error(`the request body is over ${max} bytes`));
-          }
-          controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-          if ((controller.desiredSize ?? 0) <= 0) req.pause();
-        });
-        req.once("end", () => {
-          if (!this.#open) return;
-          this.#open = false;
-          controller.close();
-        });
-        req.once("error", fail);
-        req.once("close", () => {
-          if (!req.complete) {
-            fail(new Error("the peer closed the connection before the body ended"));
-          }
-        });
-        req.pause();
-      },
-      pull: () => {
-        req.resume();
-      },
-      cancel: () => {
-        // Dropped as it comes (see the handler's end): the connection stays in step.
-        this.#open = false;
-        req.resume();
-      },
-    }, { highWaterMark: 1 });
-  }
-}
-
-/**
- * Writes a web `Response` to `res`: a body that ends with its first piece
- * goes with its length, a longer one chunked, each piece written once the
- * one before drained (backpressure from the peer to whoever makes the body).
- */
-async function writeResponse(
-  res: http.ServerResponse,
-  response: Response,
-  head: boolean,
-): Promise<void> {
-  const { status, statusText } = response;
-  const outHeaders = responseHeaders(response.headers, head);
-  const bodyless = status < 200 || status === 204 || status === 304;
-  const reader = response.body?.getReader();
-  const finish = (body?: Uint8Array) => {
-    if (statusText) res.writeHead(status, statusText, outHeaders);
-    else res.writeHead(status, outHeaders);
-    res.end(body);
-  };
-  if (head && reader && !bodyless && !("content-length" in outHeaders)) {
-    // A HEAD answer states the length of the body it leaves out: the handler's own, counted.
-    let length = 0;
-    try {
-      for (let next; !(next = await reader.read()).done;) length += next.value.length;
-    } catch {
-      length = 0;
-    }
-    if (length > 0) outHeaders["content-length"] = String(length);
-    return finish();
-  }
-  if (!reader || bodyless || head) {
-    reader?.cancel().catch(() => {});
-    if (!bodyless && !head) outHeaders["content-length"] = "0";
-    return finish();
-  }
-  try {
-    const first = await reader.read();
-    const firstPiece = first.done ? EMPTY : first.value;
-    const second = first.done ? first : await reader.read();
-    if (second.done) {
-      // Stated up front, so node:http sends the body as is, not chunked.
-      outHeaders["content-length"] = String(firstPiece.length);
-      return finish(firstPiece);
-    }
-    if (statusText) res.writeHead(status, statusText, outHeaders);
-    else res.writeHead(status, outHeaders);
-    for (let next = [firstPiece, second.value];;) {
-      for (const piece of next) {
-        if (res.destroyed) {
-          reader.cancel().catch(() => {});
-          return;
-        }
-        if (!res.write(piece)) await drained(res);
-      }
-      const more = await reader.read();
-      if (more.done) break;
-      next = [more.value];
-    }
-    res.end();
-  } catch {
-    // The body failed part way (its node failed or went away): the peer sees a cut answer.
-    reader.cancel().catch(() => {});
-    res.destroy();
-  }
-}
-
-/** Resolves when `res` drained or closed. */
-function drained(res: http.ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off("drain", done);
-      res.off("close", done);
-      resolve();
-    };
-    res.once("drain", done);
-    res.once("close", done);
-  });
-}
-
-/** A web `Response`'s headers for `node:http`: hop-by-hop ones dropped, repeated ones kept. */
-function responseHeaders(headers: Headers, head: boolean): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
-  for (const [name, value] of headers) {
-    if (HOP_BY_HOP.has(name)) continue;
-    // The body is sent whole with its own length (a HEAD answer keeps the handler's).
-    if (name === "content-length" && !head) continue;
-    const seen = out[name];
-    if (seen === undefined) out[name] = value;
-    else if (Array.isArray(seen)) seen.push(value);
-    else out[name] = [seen, value];
-  }
-  return out;
 }
 
 /** A plain-text answer of one line; `close` ends the connection after it. */

@@ -39,7 +39,7 @@ import { type Clock, systemClock, type Timer } from "../time/clock.ts";
 import { DeadlineQueue } from "../net/deadlines.ts";
 import { type ByteConn, Connection } from "../net/h1/connection.ts";
 import { AnswerBody } from "../net/h1/answer.ts";
-import { converse, type Conversed, unreachable, Unsent } from "../net/h1/exchange.ts";
+import { converse, type Conversed, Switched, unreachable, Unsent } from "../net/h1/exchange.ts";
 import {
   AnswerError,
   encodeRequest,
@@ -49,6 +49,8 @@ import {
 } from "../net/h1/wire.ts";
 
 export type { ByteConn } from "../net/h1/connection.ts";
+export type { ForwardResult, StreamedForwardResult, UpgradeResult } from "../net/h1/results.ts";
+import type { ForwardResult, StreamedForwardResult, UpgradeResult } from "../net/h1/results.ts";
 export type { StreamedBody } from "../net/h1/request_body.ts";
 export { MAX_ANSWER_HEAD_BYTES } from "../net/h1/answer.ts";
 
@@ -77,58 +79,7 @@ export const FORWARDED_BY_HEADER = "x-wasmkeep-forwarded-by";
 /** A request to forward. `path` includes the query (`/actor/c/n/x?y=1`). */
 export type ForwardRequest = RequestHead;
 
-/** How a forwarded request ended. */
-export type ForwardResult =
-  | {
-    kind: "response";
-    status: number;
-    /** Names in lower case, hop-by-hop headers removed (`content-length` kept). */
-    headers: [string, string][];
-    body: Uint8Array;
-  }
-  | {
-    kind: "unreachable";
-    /** Whether any byte of the request was handed to a socket: if so, it may have run. */
-    written: boolean;
-    reason: string;
-    /**
-     * The connection was a new one and the peer sent no byte on it before it
-     * ended: over mutual TLS, what a peer refusing this node's certificate
-     * does (the spec's "came back unsent on a new TLS connection").
-     */
-    unansweredNew?: boolean;
-  }
-  | { kind: "timeout" }
-  /**
-   * A streamed request body was refused before it was all sent: over its
-   * limit (413) or unreadable (400, the client's stream failed or did not
-   * match its length). The peer never saw a complete request: it did not run.
-   */
-  | { kind: "body-refused"; status: 413 | 400; reason: string };
-
-/**
- * How a forward whose answer body streams ended: as {@linkcode ForwardResult},
- * with the answer's body read as the stream is (null for none).
- */
-export type StreamedForwardResult =
-  | Exclude<ForwardResult, { kind: "response" }>
-  | {
-    kind: "response";
-    status: number;
-    /** As {@linkcode ForwardResult}'s (`content-length` kept). */
-    headers: [string, string][];
-    /** The body's length when the answer states it. */
-    length: number | undefined;
-    /**
-     * The body: in hand when the answer states a length of at most
-     * 64 KiB (`STREAM_CHUNK_BYTES`; read at once, as `forward` does), else
-     * a stream of pieces of at most that size, each read from the peer when
-     * the reader asks (no more held); it errors when the peer sends nothing
-     * for the answer timeout, fails, or goes past the body limit, and
-     * cancelling it closes the connection.
-     */
-    body: Uint8Array | ReadableStream<Uint8Array>;
-  };
+const EMPTY_BODY = new Uint8Array(0);
 
 /** Opens a connection to a peer; aborting `signal` gives up. */
 export type Connect = (host: string, port: number, signal: AbortSignal) => Promise<ByteConn>;
@@ -362,17 +313,54 @@ export class Forwarder {
     return this.#forward(peerUrl, request, options.signal, true) as Promise<StreamedForwardResult>;
   }
 
+  /**
+   * Sends an upgrade request (`GET`, `connection: upgrade`, `upgrade:
+   * <protocol>`) on a new connection, once. A 101 hands the connection over
+   * as it is (`switched`: the bytes the peer sent after its head in
+   * `leftover`), out of the pool and counted among the open ones until its
+   * holder closes it; any other answer is read whole, as by
+   * {@linkcode Forwarder.forward}. `unansweredNew` on an unreachable result
+   * says the peer read nothing (a refused certificate): the spec's one
+   * upgrade sent again.
+   *
+   * @example
+   * ```ts ignore
+   * const up = await forwarder.upgrade(peer, { path: "/actor/room/x", headers, protocol: "websocket" });
+   * if (up.kind === "switched") relay(clientConn, up.conn, { fromB: up.leftover });
+   * ```
+   */
+  upgrade(
+    peerUrl: string | URL,
+    request: { path: string; headers: [string, string][]; protocol: string },
+    options: { signal?: AbortSignal } = {},
+  ): Promise<UpgradeResult> {
+    return this.#forward(
+      peerUrl,
+      {
+        method: "GET",
+        path: request.path,
+        headers: request.headers,
+        body: EMPTY_BODY,
+        upgrade: request.protocol,
+      },
+      options.signal,
+      false,
+    ) as Promise<UpgradeResult>;
+  }
+
   async #forward(
     peerUrl: string | URL,
     request: ForwardRequest,
     signal: AbortSignal | undefined,
     streamed: boolean,
-  ): Promise<ForwardResult | StreamedForwardResult> {
+  ): Promise<ForwardResult | StreamedForwardResult | UpgradeResult> {
     const peer = this.#peer(peerUrl);
     const wire = encodeRequest(request, peer.authority, this.#forwardedBy, REPLACED);
     signal?.throwIfAborted();
-    let acquired = (!this.#closing.signal.aborted && this.#takeIdle(peer.key)) ||
-      await this.#acquire(peer, true, signal);
+    // An upgrade goes on a new connection: it leaves the pool if switched.
+    const reuse = request.upgrade === undefined;
+    let acquired = (reuse && !this.#closing.signal.aborted && this.#takeIdle(peer.key)) ||
+      await this.#acquire(peer, reuse, signal);
     let retried = false;
     while (true) {
       if (!(acquired instanceof Connection)) return acquired;
@@ -522,7 +510,7 @@ export class Forwarder {
     request: ForwardRequest,
     signal: AbortSignal | undefined,
     streamed: boolean,
-  ): Promise<ForwardResult | StreamedForwardResult | Unsent> {
+  ): Promise<ForwardResult | StreamedForwardResult | UpgradeResult | Unsent> {
     if (signal?.aborted) {
       this.#release(connection); // Nothing was written on it.
       throw signal.reason;
@@ -549,12 +537,33 @@ export class Forwarder {
       if (settled === "timeout" || result === undefined) return { kind: "timeout" };
       if (result instanceof Unsent) return result;
       if (result instanceof AnswerBody) return this.#streamAnswer(connection, result);
+      if (result instanceof Switched) return this.#switched(connection, result);
       this.#finish(connection);
       return result;
     } finally {
       this.#answerWaits.remove(deadline);
       signal?.removeEventListener("abort", onAbort);
     }
+  }
+
+  /**
+   * A connection the peer switched to another protocol: out of the pool,
+   * its slot counted until it is closed (by its holder, or by `close()`).
+   */
+  #switched(connection: Connection, switched: Switched): UpgradeResult {
+    const leftover = connection.buf.slice(connection.start, connection.end);
+    connection.start = connection.end;
+    const { conn } = connection;
+    return {
+      kind: "switched",
+      headers: switched.head.headers,
+      leftover,
+      conn: {
+        read: (p) => connection.readInto(p),
+        write: (p) => conn.write(p),
+        close: () => this.#discard(connection),
+      },
+    };
   }
 
   /** An exchange whose answer was read: back to the pool, or closed. */

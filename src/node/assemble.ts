@@ -23,6 +23,7 @@ import type { ActorRequest, ExecutorClass } from "../actors/protocol.ts";
 import { createCallHandler } from "../actors/call_router.ts";
 import { createClientHandler } from "../http/client_handler.ts";
 import type { UnreadBody } from "../http/unread_body.ts";
+import { Relays } from "../cluster/relays.ts";
 import type { Connect } from "../http/forward.ts";
 import {
   maxClientConnections,
@@ -124,6 +125,8 @@ export interface NodeParts {
   handler: (request: Request) => Promise<Response>;
   clusterHandler: (request: Request) => Promise<Response>;
   listener: ClientListener;
+  /** The upgrades this node relays to peers, cut together when trust in a peer ends. */
+  relays: Relays;
 }
 
 /**
@@ -426,5 +429,6 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     handler,
     clusterHandler,
     listener,
+    relays: new Relays(),
   };
 }

@@ -326,6 +326,12 @@ export class WasmKeepNode {
     if (closed > 0) {
       this.#parts.log.info("closed connections of peers no longer trusted", { closed });
     }
+    // The relays this node sends on to peers over their cluster listeners, likewise.
+    const trusted = this.#trusted();
+    const cut = this.#parts.relays.revoke((peer) =>
+      peer.fingerprint === undefined || trusted.has(peer.fingerprint)
+    );
+    if (cut > 0) this.#parts.log.info("cut relays to peers no longer trusted", { cut });
     this.#revokeTimer = this.#parts.clock.setTimer(TRUST_SWEEP_MS, () => this.#sweepTrust());
   }
 
@@ -406,6 +412,8 @@ export class WasmKeepNode {
     waits.stop();
     const serverDone = listener.shutdown();
     this.#revokeTimer?.cancel();
+    // What this node relays to other nodes is cut: its clients reconnect elsewhere.
+    await this.#parts.relays.closeAll();
     const drained = await host.drain(options.stopGraceMs);
     if (!drained) log.warn("events still under way at the end of the stop grace period");
     // The executors close their actors once their uploads landed…

@@ -82,7 +82,8 @@ export async function readAnswer(
 
 /**
  * Reads an answer's head (skipping interim 1xx ones), leaving its body on
- * the connection; throws an AnswerError (a 101, a body over `maxBodyBytes`
+ * the connection; a 101 ends it when `switching` (an upgrade was asked
+ * for). Throws an AnswerError (another 101, a body over `maxBodyBytes`
  * by its length, a framing that is not HTTP/1.1's) or a read error.
  *
  * @example
@@ -96,13 +97,18 @@ export async function readAnswerHead(
   connection: Connection,
   method: string,
   maxBodyBytes: number,
+  switching = false,
 ): Promise<AnswerHead> {
   connection.reusable = false;
   let first = true;
   while (true) {
     const { version, status, headers } = await readHead(connection, first);
     first = false;
-    if (status === 101) throw new AnswerError("the peer switched protocols (101)");
+    if (status === 101) {
+      // Only an upgrade asked for it; what follows is the other protocol's.
+      if (!switching) throw new AnswerError("the peer switched protocols (101)");
+      return { status, headers, framing: NONE, reusable: false };
+    }
     if (status < 200) continue;
 
     let transferEncoding: string[] | undefined;

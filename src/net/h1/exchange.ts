@@ -7,14 +7,24 @@
  */
 
 import { describeError } from "../../describe_error.ts";
-import type { ForwardResult, StreamedForwardResult } from "../../http/forward.ts";
+import type { ForwardResult, StreamedForwardResult } from "./results.ts";
 import { AnswerBody, type AnswerHead, readAnswerHead, STREAM_CHUNK_BYTES } from "./answer.ts";
 import type { Connection } from "./connection.ts";
 import { type BodyWritten, writeStreamedBody } from "./request_body.ts";
 import { AnswerError, COALESCE_BYTES, type RequestHead } from "./wire.ts";
 
 /** What an exchange came to: a result, a streamed answer's body still to read, or nothing sent. */
-export type Conversed = ForwardResult | StreamedForwardResult | AnswerBody | Unsent;
+export type Conversed =
+  | ForwardResult
+  | StreamedForwardResult
+  | AnswerBody
+  | Switched
+  | Unsent;
+
+/** The peer answered an upgrade with 101: the connection is the other protocol's from here. */
+export class Switched {
+  constructor(readonly head: AnswerHead) {}
+}
 
 /** A first write that failed before a byte was accepted: nothing of the request was sent. */
 export class Unsent {
@@ -82,6 +92,7 @@ export async function converse(
       connection.served === 0 && connection.bytesRead === 0,
     );
   }
+  const upgrading = request.upgrade !== undefined;
   const bodyStop = new AbortController();
   const bodyWritten = request.stream
     ? writeStreamedBody(connection.conn, request.stream, bodyStop.signal)
@@ -89,8 +100,9 @@ export async function converse(
   try {
     const head = bodyWritten
       ? await headWhileWriting(connection, request, bodyWritten, bodyStop, maxBodyBytes)
-      : await readAnswerHead(connection, request.method, maxBodyBytes);
+      : await readAnswerHead(connection, request.method, maxBodyBytes, upgrading);
     if ("kind" in head) return head;
+    if (head.status === 101) return new Switched(head);
     const body = new AnswerBody(connection, head, maxBodyBytes);
     // A short body is read at once: a stream costs more than it saves there.
     const short = body.length !== undefined && body.length <= STREAM_CHUNK_BYTES;

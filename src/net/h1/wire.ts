@@ -165,6 +165,8 @@ export interface RequestHead {
   body: Uint8Array;
   /** A body sent as it is read (request_body.ts), instead of `body`. */
   stream?: StreamedBody;
+  /** The protocol asked for (`upgrade: ...`, with `connection: upgrade`): an upgrade request. */
+  upgrade?: string;
 }
 
 /**
@@ -214,7 +216,13 @@ export function encodeRequest(
   }
   let text = method + " " + path + " HTTP/1.1\r\nhost: " + (host ?? authority) + "\r\n" + lines +
     ownLines;
-  const { stream } = request;
+  const { stream, upgrade } = request;
+  if (upgrade !== undefined) {
+    if (!TOKEN.test(upgrade)) {
+      throw invalid(`the protocol ${JSON.stringify(upgrade)} to upgrade to is not a token`);
+    }
+    text += "connection: upgrade\r\nupgrade: " + upgrade + "\r\n";
+  }
   if (stream) {
     text += stream.length === undefined
       ? "transfer-encoding: chunked\r\n"

@@ -1,0 +1,112 @@
+/**
+ * The relays a node holds open to its peers (an upgrade it sent on to the
+ * node that owns the actor, joined to its client by src/net/relay.ts), so
+ * they can be cut together: a peer this node no longer trusts (its
+ * heartbeat fenced, released, gone, expired or naming a new key) loses its
+ * relays at the node's next trust sweep, the spec's "relayed WebSockets are
+ * cut within 500 ms"; a node that stops cuts them all ("a WebSocket this
+ * node relays to another node is cut when the node stops").
+ *
+ * @module
+ */
+
+import type { ByteConn } from "../net/h1/connection.ts";
+import { relay, type RelayEnd } from "../net/relay.ts";
+import { MAX_RELAYS } from "../limits.ts";
+
+/** The peer a relay goes to. */
+export interface RelayPeer {
+  /** Its node id. */
+  readonly node: string;
+  /** Its certificate's fingerprint, for a relay over its cluster listener. */
+  readonly fingerprint?: string;
+}
+
+interface Open {
+  peer: RelayPeer;
+  cut: AbortController;
+  ended: Promise<RelayEnd>;
+}
+
+/**
+ * The node's open relays, at most {@linkcode MAX_RELAYS}.
+ *
+ * @example
+ * ```ts ignore
+ * const relays = new Relays();
+ * const ended = relays.join({ node: "b", fingerprint }, client, up.conn, { fromB: up.leftover });
+ * relays.revoke((peer) => trusted.has(peer.fingerprint!)); // after each listing
+ * ```
+ */
+export class Relays {
+  readonly #open = new Set<Open>();
+  readonly #max: number;
+
+  constructor(max = MAX_RELAYS) {
+    this.#max = max;
+  }
+
+  /** Relays open now. */
+  get size(): number {
+    return this.#open.size;
+  }
+
+  /**
+   * Joins `client` to `peerConn` (switched to the peer's protocol) until
+   * either closes or the relay is cut; undefined, both closed, when
+   * {@linkcode MAX_RELAYS} are open already.
+   */
+  join(
+    peer: RelayPeer,
+    client: ByteConn,
+    peerConn: ByteConn,
+    leftovers: { fromClient?: Uint8Array; fromPeer?: Uint8Array } = {},
+  ): Promise<RelayEnd> | undefined {
+    if (this.#open.size >= this.#max) {
+      client.close();
+      peerConn.close();
+      return undefined;
+    }
+    const cut = new AbortController();
+    const open: Open = {
+      peer,
+      cut,
+      ended: relay(client, peerConn, {
+        cut: cut.signal,
+        fromA: leftovers.fromClient,
+        fromB: leftovers.fromPeer,
+      }),
+    };
+    this.#open.add(open);
+    open.ended.then(() => this.#open.delete(open));
+    return open.ended;
+  }
+
+  /** Cuts the relays to every peer `trusted` says no to; how many. One call per relay. */
+  revoke(trusted: (peer: RelayPeer) => boolean): number {
+    let cut = 0;
+    for (const open of this.#open) {
+      let keep = false;
+      try {
+        keep = trusted(open.peer);
+      } catch {
+        keep = false;
+      }
+      if (keep) continue;
+      open.cut.abort(new Error(`node ${open.peer.node} is no longer trusted`));
+      this.#open.delete(open);
+      cut++;
+    }
+    return cut;
+  }
+
+  /** Cuts every relay (the node stops); resolves once all ended. */
+  async closeAll(): Promise<void> {
+    const ending = [...this.#open].map((open) => {
+      open.cut.abort(new Error("the node stops"));
+      return open.ended;
+    });
+    this.#open.clear();
+    await Promise.all(ending);
+  }
+}
