@@ -10,9 +10,11 @@
  * what `b` would hold if it read each body whole (both ways: 32 MiB a
  * request).
  *
- * Usage: `deno run -A bench/stream_bench.ts [--wasmkeep-root DIR]`, where
- * `--wasmkeep-root` is the checkout whose `main.ts` the nodes run (default:
- * this one), to compare with another commit in the same run.
+ * Usage: `deno run -A bench/stream_bench.ts [--wasmkeep-root DIR]
+ * [--forwarder-v8-flags FLAGS]`, where `--wasmkeep-root` is the checkout
+ * whose `main.ts` the nodes run (default: this one), to compare with
+ * another commit in the same run, and `--forwarder-v8-flags` are V8 flags
+ * for `b` alone (`--max-semi-space-size=1`: garbage collected sooner).
  *
  * @module
  */
@@ -28,9 +30,10 @@ export const BODY_BYTES = 16 * 1024 * 1024;
 
 const { values } = parseArgs({
   args: Deno.args,
-  options: { "wasmkeep-root": { type: "string" } },
+  options: { "wasmkeep-root": { type: "string" }, "forwarder-v8-flags": { type: "string" } },
 });
 const root = values["wasmkeep-root"] ?? new URL("..", import.meta.url).pathname;
+const v8Flags = values["forwarder-v8-flags"];
 const { scratchDir, startClusterNode } = await import(`${root}/test/helpers/cluster.ts`);
 const { TESTBED_WASM } = await import(`${root}/test/helpers/node_process.ts`);
 
@@ -45,7 +48,10 @@ const dir = await scratchDir("wk-stream-bench-");
 const bucketUrl = `file://${dir}/bucket`;
 const [a, b] = await Promise.all([
   startClusterNode("a", dir, bucketUrl, TESTBED, LIMIT),
-  startClusterNode("b", dir, bucketUrl, TESTBED, LIMIT),
+  startClusterNode("b", dir, bucketUrl, TESTBED, {
+    ...LIMIT,
+    denoArgs: v8Flags ? [`--v8-flags=${v8Flags}`] : [],
+  }),
 ]);
 try {
   const post = async (via: string, actor: string, body: BodyInit) => {
@@ -78,6 +84,7 @@ try {
   const whole = CONCURRENT * 2 * BODY_BYTES / (1024 * 1024);
   const result = {
     root,
+    v8Flags: v8Flags ?? null,
     concurrent: CONCURRENT,
     rounds: ROUNDS,
     bodyMiB: BODY_BYTES / (1024 * 1024),
