@@ -79,6 +79,8 @@ export class ActorReplica {
   readonly uploader: ActorUploader;
   #closed = false;
   #collecting = false;
+  /** The erasure of the history after a delete, while it runs. */
+  #erasing: Promise<void> | undefined;
 
   private constructor(
     readonly context: ReplicaContext,
@@ -260,7 +262,8 @@ export class ActorReplica {
       this.context.log.warn("the actor was given up before its delete marker landed: no erasure");
       return;
     }
-    eraseHistory({
+    // A clean close waits for it (close()): the history is gone once the actor is given up.
+    this.#erasing = eraseHistory({
       bucket,
       clock,
       actor: this.options.actor,
@@ -323,6 +326,9 @@ export class ActorReplica {
    */
   async close(closeDatabase: () => void): Promise<boolean> {
     await this.uploader.settled();
+    // An erasure after a delete, bounded by its own tries, ends before the
+    // actor is given up: the next holder finds only what came after it.
+    await this.#erasing;
     this.#closed = true;
     closeDatabase();
     const path = positionPath(this.options.path);
