@@ -28,7 +28,7 @@ import { decodeBase, decodeDeleted } from "../src/replication/history.ts";
 import { restoreActor } from "../src/replication/restore.ts";
 import { ReadLimiter } from "../src/replication/read_limiter.ts";
 import type { Clock, Timer } from "../src/time/clock.ts";
-import { removeIfPresent } from "./disk.ts";
+import { removeIfPresent } from "../src/replication/local_files.ts";
 
 /** Where a database stands: its TXID and rolling checksum. */
 export interface ChainPosition {

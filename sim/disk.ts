@@ -20,6 +20,7 @@
  */
 
 import type { Random } from "../src/time/clock.ts";
+import { removeIfPresent } from "../src/replication/local_files.ts";
 
 /** A file system in memory, where runs' files go when the machine has it (no disk waits). */
 const MEMORY_DIR = "/dev/shm";
@@ -34,15 +35,6 @@ export function readIfPresent(path: string): Uint8Array | undefined {
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) return undefined;
     throw e;
-  }
-}
-
-/** Removes a file if it exists. */
-export function removeIfPresent(path: string): void {
-  try {
-    Deno.removeSync(path);
-  } catch (e) {
-    if (!(e instanceof Deno.errors.NotFound)) throw e;
   }
 }
 

@@ -7,17 +7,7 @@
 
 import assert from "node:assert/strict";
 import { Relays } from "../../src/cluster/relays.ts";
-
-async function tcpPair(): Promise<[Deno.TcpConn, Deno.TcpConn]> {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  const [accepted, connected] = await Promise.all([
-    listener.accept(),
-    Deno.connect({ hostname: "127.0.0.1", port }),
-  ]);
-  listener.close();
-  return [accepted as Deno.TcpConn, connected];
-}
+import { tcpPair } from "../helpers/loopback.ts";
 
 /** A relay between a client and a peer, each an outer end the test holds. */
 async function opened(relays: Relays, node: string, fingerprint?: string) {

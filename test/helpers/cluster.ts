@@ -5,6 +5,7 @@
  */
 
 import { type NodeProcess, runWasmkeep, startNode } from "./node_process.ts";
+import { freePort } from "./loopback.ts";
 
 /** A scratch directory on tmpfs when there is one: the file bucket fsyncs every object. */
 export async function scratchDir(prefix: string): Promise<string> {
@@ -56,6 +57,38 @@ export function startClusterNode(
     options.env,
     { denoArgs: options.denoArgs },
   );
+}
+
+/**
+ * Starts node `id` with a cluster listener on a free loopback port, which
+ * its peers reach over mutual TLS (plain HTTP between nodes refused unless
+ * `accept`), serving `actors` on `bucketUrl`, lease ttl 3 s.
+ */
+export function startTlsClusterNode(
+  id: string,
+  dir: string,
+  bucketUrl: string,
+  actors: string[],
+  options: { accept?: boolean; extra?: string[] } = {},
+): Promise<NodeProcess> {
+  const port = freePort();
+  return startNode([
+    ...actors,
+    "--node-id",
+    id,
+    "--lease-ttl-secs",
+    "3",
+    "--data-dir",
+    `${dir}/${id}`,
+    "--bucket",
+    bucketUrl,
+    "--cluster-listen",
+    `127.0.0.1:${port}`,
+    "--cluster-advertise",
+    `https://127.0.0.1:${port}`,
+    ...(options.accept ? ["--cluster-plaintext", "accept"] : []),
+    ...(options.extra ?? []),
+  ]);
 }
 
 /** One request's status, body (trimmed) and the node that answered. */

@@ -10,6 +10,7 @@
 import type { Bucket } from "../../src/bucket/bucket.ts";
 import { FileBucket } from "../../src/bucket/file.ts";
 import type { OpenBucketOptions } from "../../src/bucket/open.ts";
+import { bucketOpenImportMap } from "./bucket_open_map.ts";
 import { OWNERS_PREFIX } from "../../src/bucket/keys.ts";
 
 /** The variable naming the file each ownership read appends a line to. */
@@ -31,19 +32,7 @@ export function openBucket(url: string, options: OpenBucketOptions = {}): Bucket
 
 /** The `deno run` flags that make a node open its bucket with this module (the map goes in `dir`). */
 export function countingBucketArgs(dir: string): string[] {
-  const config = JSON.parse(
-    Deno.readTextFileSync(new URL("../../deno.json", import.meta.url)),
-  ) as { imports: Record<string, string> };
-  const map = `${dir}/counting_import_map.json`;
-  Deno.writeTextFileSync(
-    map,
-    JSON.stringify({
-      imports: {
-        ...config.imports,
-        [new URL("../../src/bucket/open.ts", import.meta.url).href]: import.meta.url,
-      },
-    }),
-  );
+  const map = bucketOpenImportMap(dir, "counting_import_map.json", import.meta.url);
   return [`--import-map=${map}`];
 }
 

@@ -5,6 +5,8 @@
  * @module
  */
 
+import { freePort } from "./loopback.ts";
+
 /** A running moto server and the bucket made in it. */
 export interface Moto {
   /** `http://127.0.0.1:PORT`, for `AWS_ENDPOINT`. */
@@ -105,13 +107,6 @@ async function findPython(): Promise<string> {
     }
   }
   throw new Error('no python3 with moto found: pip install "moto[server]"');
-}
-
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (listener.addr as Deno.NetAddr).port;
-  listener.close();
-  return port;
 }
 
 async function waitUntilAnswering(endpoint: string, exited: Promise<Deno.CommandStatus>) {

@@ -12,6 +12,7 @@
 import type { Bucket } from "../../src/bucket/bucket.ts";
 import { FileBucket } from "../../src/bucket/file.ts";
 import type { OpenBucketOptions } from "../../src/bucket/open.ts";
+import { bucketOpenImportMap } from "./bucket_open_map.ts";
 
 /** The variable naming the file that holds the delay of each write, in ms. */
 export const SLOW_PUT_FILE_VARIABLE = "WASMKEEP_TEST_SLOW_PUT_FILE";
@@ -44,19 +45,7 @@ function readDelay(): string {
 export function slowBucketExecutorCommand(
   dir: string,
 ): (socketPath: string) => { program: string; args: string[] } {
-  const config = JSON.parse(
-    Deno.readTextFileSync(new URL("../../deno.json", import.meta.url)),
-  ) as { imports: Record<string, string> };
-  const map = `${dir}/import_map.json`;
-  Deno.writeTextFileSync(
-    map,
-    JSON.stringify({
-      imports: {
-        ...config.imports,
-        [new URL("../../src/bucket/open.ts", import.meta.url).href]: import.meta.url,
-      },
-    }),
-  );
+  const map = bucketOpenImportMap(dir, "import_map.json", import.meta.url);
   const module = new URL("../../src/executor/main.ts", import.meta.url).href;
   return (socketPath) => ({
     program: Deno.execPath(),

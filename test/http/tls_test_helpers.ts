@@ -20,6 +20,7 @@ import {
 import type { NodeIdentity } from "../../src/security/node_identity.ts";
 import type { ByteConn } from "../../src/http/tls_connect.ts";
 import { createLogger, type Logger } from "../../src/log.ts";
+import { writeAll } from "../helpers/loopback.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -58,12 +59,7 @@ export async function waitFor(condition: () => boolean, what: string): Promise<v
   }
 }
 
-/** Writes all of `bytes`, however the connection splits them. */
-export async function writeAll(conn: ByteConn, bytes: Uint8Array): Promise<void> {
-  for (let offset = 0; offset < bytes.length;) {
-    offset += await conn.write(bytes.subarray(offset));
-  }
-}
+export { writeAll };
 
 /** The bytes of a request with `content-length` (no body line for GET without body). */
 export function requestBytes(

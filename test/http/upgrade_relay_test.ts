@@ -17,6 +17,7 @@ import { type ByteConn, tlsConnector } from "../../src/http/tls_connect.ts";
 import { relay, type RelayEnd } from "../../src/net/relay.ts";
 import { createNodeIdentity } from "../../src/security/node_identity.ts";
 import { createLogger } from "../../src/log.ts";
+import { readExactly, tcpPair, writeAll } from "../helpers/loopback.ts";
 
 const OWNER = await createNodeIdentity({ nodeId: "owner", hosts: ["127.0.0.1"] });
 const RELAYING = await createNodeIdentity({ nodeId: "relaying", hosts: ["127.0.0.1"] });
@@ -33,27 +34,6 @@ async function echo(conn: ByteConn, first: Uint8Array): Promise<void> {
     // Cut.
   }
   conn.close();
-}
-
-async function tcpPair(): Promise<[Deno.TcpConn, Deno.TcpConn]> {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  const [accepted, connected] = await Promise.all([
-    listener.accept(),
-    Deno.connect({ hostname: "127.0.0.1", port }),
-  ]);
-  listener.close();
-  return [accepted as Deno.TcpConn, connected];
-}
-
-async function readExactly(conn: ByteConn, size: number): Promise<Uint8Array> {
-  const out = new Uint8Array(size);
-  for (let filled = 0; filled < size;) {
-    const n = await conn.read(out.subarray(filled));
-    if (n === null) throw new Error(`closed after ${filled} of ${size} bytes`);
-    filled += n;
-  }
-  return out;
 }
 
 async function setup() {
@@ -98,6 +78,9 @@ async function setup() {
     listener,
     forwarder,
     url,
+    /** Asks the owner for an upgrade to the test's protocol at `path`. */
+    upgrade: (path: string, headers: [string, string][] = []) =>
+      forwarder.upgrade(url, { path, headers, protocol: "wasmkeep-test" }),
     cleanup: async () => {
       await forwarder.close();
       await listener.close();
@@ -108,11 +91,7 @@ async function setup() {
 Deno.test("upgrade relay: bytes echo both ways through the relaying node's pipe to the owner, over mutual TLS", async () => {
   const t = await setup();
   try {
-    const up = await t.forwarder.upgrade(t.url, {
-      path: "/actor/room/lobby",
-      headers: [["x-client", "1"]],
-      protocol: "wasmkeep-test",
-    });
+    const up = await t.upgrade("/actor/room/lobby", [["x-client", "1"]]);
     assert.equal(up.kind, "switched", JSON.stringify(up));
     if (up.kind !== "switched") return;
     assert.deepEqual(t.upgrades, [{ path: "/actor/room/lobby", protocol: "wasmkeep-test" }]);
@@ -125,11 +104,7 @@ Deno.test("upgrade relay: bytes echo both ways through the relaying node's pipe 
     assert.equal(new TextDecoder().decode(await readExactly(client, 6)), "hello;");
     const payload = new Uint8Array(256 * 1024).map((_, i) => (i * 13) % 251);
     const [, back] = await Promise.all([
-      (async () => {
-        for (let offset = 0; offset < payload.length;) {
-          offset += await client.write(payload.subarray(offset));
-        }
-      })(),
+      writeAll(client, payload),
       readExactly(client, payload.length),
     ]);
     assert.deepEqual(back, payload, "256 KiB there and back through TLS");
@@ -146,11 +121,7 @@ Deno.test("upgrade relay: bytes echo both ways through the relaying node's pipe 
 Deno.test("upgrade relay: an upgrade the owner refuses comes back as its answer, the connection closed", async () => {
   const t = await setup();
   try {
-    const up = await t.forwarder.upgrade(t.url, {
-      path: "/actor/room/refused",
-      headers: [],
-      protocol: "wasmkeep-test",
-    });
+    const up = await t.upgrade("/actor/room/refused");
     assert.equal(up.kind, "response");
     if (up.kind !== "response") return;
     assert.equal(up.status, 404);
@@ -164,11 +135,7 @@ Deno.test("upgrade relay: an upgrade the owner refuses comes back as its answer,
 Deno.test("upgrade relay: once the owner stops trusting the relaying node, the relay is cut within 500 ms", async () => {
   const t = await setup();
   try {
-    const up = await t.forwarder.upgrade(t.url, {
-      path: "/actor/room/lobby",
-      headers: [],
-      protocol: "wasmkeep-test",
-    });
+    const up = await t.upgrade("/actor/room/lobby");
     assert.equal(up.kind, "switched");
     if (up.kind !== "switched") return;
     const [clientSide, client] = await tcpPair();

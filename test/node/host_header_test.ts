@@ -13,6 +13,7 @@ import { FileBucket } from "../../src/bucket/file.ts";
 import { decodeHeartbeat, encodeHeartbeat } from "../../src/cluster/heartbeat.ts";
 import { type ByteConn, tlsConnector } from "../../src/http/tls_connect.ts";
 import { createNodeIdentity } from "../../src/security/node_identity.ts";
+import { freePort } from "../helpers/loopback.ts";
 
 const BAD_HOST = "bad request: the Host header is not a valid host[:port]\n";
 const BAD_TARGET = "bad request: the request target's authority is not a valid host[:port]\n";
@@ -45,14 +46,6 @@ const VALID_HOSTS = [
 ];
 
 const encoder = new TextEncoder();
-
-/** A port free now on loopback. */
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
-}
 
 /** Sends `head` (a request line and headers, no body) on a new connection and reads the answer. */
 async function send(open: () => Promise<ByteConn>, head: string): Promise<Answer> {

@@ -8,8 +8,8 @@
  */
 
 import assert from "node:assert/strict";
-import { type NodeProcess, startNode, TESTBED_WASM } from "../helpers/node_process.ts";
-import { scratchDir, startClusterNode } from "../helpers/cluster.ts";
+import { type NodeProcess, TESTBED_WASM } from "../helpers/node_process.ts";
+import { scratchDir, startClusterNode, startTlsClusterNode } from "../helpers/cluster.ts";
 
 const TESTBED = ["--actor", `testbed=${TESTBED_WASM}`];
 const MAX_BODY = 20 * 1024 * 1024;
@@ -97,62 +97,32 @@ async function bothWays(holder: NodeProcess, forwarding: NodeProcess, actor: str
   assert.equal(over.status, 413, new TextDecoder().decode(over.bytes));
 }
 
-Deno.test("streaming: 16 MiB bodies both ways through a forwarding node, plain, with and without a length", async () => {
+/** Two nodes started by `start`, the bodies both ways from the second to the first. */
+async function throughPair(
+  start: typeof startClusterNode | typeof startTlsClusterNode,
+): Promise<void> {
   const dir = await scratchDir("wk-stream-");
   const bucketUrl = `file://${dir}/bucket`;
   const [a, b] = await Promise.all([
-    startClusterNode("a", dir, bucketUrl, TESTBED, { extra: LIMIT }),
-    startClusterNode("b", dir, bucketUrl, TESTBED, { extra: LIMIT }),
+    start("a", dir, bucketUrl, TESTBED, { extra: LIMIT }),
+    start("b", dir, bucketUrl, TESTBED, { extra: LIMIT }),
   ]);
   try {
     await bothWays(a, b, "big");
-    // The plain path between them kept working: a small forwarded request after it.
+    // The path between them kept working: a small forwarded request after it.
     assert.equal(await rows(b, "big"), 0);
   } finally {
     await Promise.all([a.stop(), b.stop()]);
     await Deno.remove(dir, { recursive: true });
   }
-});
-
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
 }
 
-function startTlsNode(id: string, dir: string, bucketUrl: string): Promise<NodeProcess> {
-  const port = freePort();
-  return startNode([
-    ...TESTBED,
-    ...LIMIT,
-    "--node-id",
-    id,
-    "--lease-ttl-secs",
-    "3",
-    "--data-dir",
-    `${dir}/${id}`,
-    "--bucket",
-    bucketUrl,
-    "--cluster-listen",
-    `127.0.0.1:${port}`,
-    "--cluster-advertise",
-    `https://127.0.0.1:${port}`,
-  ]);
-}
+Deno.test(
+  "streaming: 16 MiB bodies both ways through a forwarding node, plain, with and without a length",
+  () => throughPair(startClusterNode),
+);
 
-Deno.test("streaming: 16 MiB bodies both ways through a forwarding node over mutual TLS", async () => {
-  const dir = await scratchDir("wk-stream-tls-");
-  const bucketUrl = `file://${dir}/bucket`;
-  const [a, b] = await Promise.all([
-    startTlsNode("a", dir, bucketUrl),
-    startTlsNode("b", dir, bucketUrl),
-  ]);
-  try {
-    await bothWays(a, b, "big");
-    assert.equal(await rows(b, "big"), 0);
-  } finally {
-    await Promise.all([a.stop(), b.stop()]);
-    await Deno.remove(dir, { recursive: true });
-  }
-});
+Deno.test(
+  "streaming: 16 MiB bodies both ways through a forwarding node over mutual TLS",
+  () => throughPair(startTlsClusterNode),
+);

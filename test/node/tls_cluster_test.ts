@@ -6,7 +6,13 @@
 
 import assert from "node:assert/strict";
 import { type NodeProcess, runWasmkeep, startNode, TESTBED_WASM } from "../helpers/node_process.ts";
-import { clusterStatus, nodeFlags, request, scratchDir } from "../helpers/cluster.ts";
+import {
+  clusterStatus,
+  nodeFlags,
+  request,
+  scratchDir,
+  startTlsClusterNode,
+} from "../helpers/cluster.ts";
 import { FileBucket } from "../../src/bucket/file.ts";
 import { decodeHeartbeat, encodeHeartbeat } from "../../src/cluster/heartbeat.ts";
 import { createNodeIdentity } from "../../src/security/node_identity.ts";
@@ -25,39 +31,14 @@ const TESTBED = [
   "vault=internal",
 ];
 
-/** A port free now on loopback. */
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
-}
-
-/** Starts node `id` with a cluster listener on a free loopback port (refusing plain HTTP unless `accept`). */
+/** Starts node `id` with a cluster listener (refusing plain HTTP unless `accept`). */
 function startTlsNode(
   id: string,
   dir: string,
   bucketUrl: string,
   options: { accept?: boolean; extra?: string[] } = {},
 ): Promise<NodeProcess> {
-  const port = freePort();
-  return startNode([
-    ...TESTBED,
-    "--node-id",
-    id,
-    "--lease-ttl-secs",
-    "3",
-    "--data-dir",
-    `${dir}/${id}`,
-    "--bucket",
-    bucketUrl,
-    "--cluster-listen",
-    `127.0.0.1:${port}`,
-    "--cluster-advertise",
-    `https://127.0.0.1:${port}`,
-    ...(options.accept ? ["--cluster-plaintext", "accept"] : []),
-    ...(options.extra ?? []),
-  ]);
+  return startTlsClusterNode(id, dir, bucketUrl, TESTBED, options);
 }
 
 /** `/call?<target>`: the target percent-encoded once more, as the testbed decodes it. */

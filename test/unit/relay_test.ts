@@ -7,18 +7,7 @@
 
 import assert from "node:assert/strict";
 import { relay, type RelayEnd } from "../../src/net/relay.ts";
-
-/** A TCP pair on loopback: [the accepted side, the connecting side]. */
-async function tcpPair(): Promise<[Deno.TcpConn, Deno.TcpConn]> {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  const [accepted, connected] = await Promise.all([
-    listener.accept(),
-    Deno.connect({ hostname: "127.0.0.1", port }),
-  ]);
-  listener.close();
-  return [accepted as Deno.TcpConn, connected];
-}
+import { readExactly, tcpPair, writeAll } from "../helpers/loopback.ts";
 
 /** Echoes what `conn` reads back to it until it closes. */
 async function echo(conn: Deno.Conn): Promise<void> {
@@ -35,20 +24,6 @@ async function echo(conn: Deno.Conn): Promise<void> {
   } catch {
     // Already closed.
   }
-}
-
-async function readExactly(conn: Deno.Conn, size: number): Promise<Uint8Array> {
-  const out = new Uint8Array(size);
-  for (let filled = 0; filled < size;) {
-    const n = await conn.read(out.subarray(filled));
-    if (n === null) throw new Error(`closed after ${filled} of ${size} bytes`);
-    filled += n;
-  }
-  return out;
-}
-
-async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
-  for (let offset = 0; offset < bytes.length;) offset += await conn.write(bytes.subarray(offset));
 }
 
 /** Resolves when `conn` ends (null or an error); the ms it took. */
