@@ -498,13 +498,7 @@ export class ClusterPlane {
       }
       throw error;
     });
-    if (result.kind === "response") {
-      const holder = notHeldBy(result);
-      if (holder === undefined) return this.#answered(result, node);
-      if (!(result.body instanceof Uint8Array)) result.body.cancel().catch(() => {});
-      this.holders.forget(actorKeyString(actor), node);
-      return { kind: "not-held", node, holder };
-    }
+    if (result.kind === "response") return this.#answered(result, actor, node);
     // The client's own body was refused on the way: nothing ran, the holder is as it was.
     if (result.kind === "body-refused") {
       return { kind: "failed", status: result.status, message: `bad request: ${result.reason}` };
@@ -594,12 +588,7 @@ export class ClusterPlane {
         return { kind: "not-run", error: `node ${node} refused this node's certificate` };
       }
     }
-    if (result.kind === "response") {
-      const holder = notHeldBy(result);
-      if (holder === undefined) return this.#answered(result, node);
-      this.holders.forget(actorKeyString(actor), node);
-      return { kind: "not-held", node, holder };
-    }
+    if (result.kind === "response") return this.#answered(result, actor, node);
     // A call's body is in hand: only a stream could be refused on the way.
     if (result.kind === "body-refused") return { kind: "not-run", error: result.reason };
     this.holders.forget(actorKeyString(actor), node);
@@ -624,10 +613,21 @@ export class ClusterPlane {
     return this.tlsForwarder;
   }
 
+  /**
+   * The peer's answer, or "not held" when it is the cluster path's own 421
+   * (the holder is then forgotten, and a streamed body cancelled).
+   */
   #answered(
     result: { status: number; headers: [string, string][]; body: Uint8Array | ReadableStream },
+    actor: ActorKey,
     node: string,
   ): ForwardOutcome {
+    const holder = notHeldBy(result);
+    if (holder !== undefined) {
+      if (!(result.body instanceof Uint8Array)) result.body.cancel().catch(() => {});
+      this.holders.forget(actorKeyString(actor), node);
+      return { kind: "not-held", node, holder };
+    }
     const answered = result.headers.find(([name]) => name === NODE_HEADER)?.[1] ?? node;
     const headers = result.headers.filter(([name]) =>
       name !== NODE_HEADER && name !== "content-length"

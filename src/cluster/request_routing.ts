@@ -146,26 +146,24 @@ export class RequestRouting {
       }
       if (where.kind === "not-held") return notHeld(where.node);
       if (where.kind !== "forward") break;
-      const streamed = unread?.streamed();
       const outcome = await cluster.forward(
         where.address,
         where.node,
         key,
         request,
         client?.signal,
-        streamed,
+        unread?.streamed(),
       );
-      if (unread?.started && (outcome.kind === "not-held" || outcome.kind === "failed")) {
-        // Part of the body is gone: it cannot be sent again.
-        return outcome.kind === "not-held" ? movedMeanwhile(outcome.holder) : outcome;
-      }
       // A remembered holder that could not be reached read nothing (it may
       // have just stopped): the record decides, as it would have at once.
       const unsentToMemory = outcome.kind === "failed" && outcome.unsent === true &&
         where.remembered === true;
       if (outcome.kind !== "not-held" && !unsentToMemory) return outcome;
-      // Nothing ran there: routed again from the record as it is now, once.
-      if (sent > 0) return outcome.kind === "not-held" ? movedMeanwhile(outcome.holder) : outcome;
+      // Nothing ran there: routed again from the record as it is now, once,
+      // and only with its body whole (part of a streamed one is gone).
+      if (sent > 0 || unread?.started) {
+        return outcome.kind === "not-held" ? movedMeanwhile(outcome.holder) : outcome;
+      }
       const tried = where.node;
       try {
         where = await cluster.route(key, false, this.#o.holdsHere, true);

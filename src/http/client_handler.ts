@@ -5,8 +5,14 @@
  */
 
 import { type ActorKey, actorNameProblem } from "../actors/key.ts";
-import type { ActorRequest, EventOutcome } from "../actors/protocol.ts";
-import { BodyTooLarge, MAX_REPLAYED_BODY_BYTES, readStream, UnreadBody } from "./unread_body.ts";
+import type { ActorRequest, EventOutcome, FailedOutcome } from "../actors/protocol.ts";
+import {
+  bodyReadFailure,
+  BodyTooLarge,
+  MAX_REPLAYED_BODY_BYTES,
+  readStream,
+  UnreadBody,
+} from "./unread_body.ts";
 import { withCallHeaders } from "../actors/call_chain.ts";
 import { CALL_HEADERS } from "../security/call_signature.ts";
 
@@ -163,19 +169,17 @@ function requestUrl(target: string, host: string | undefined): URL | string {
 }
 
 /**
- * The request's body, at most `limit` bytes; `declared` is its
- * content-length header. A declared empty body is answered without a
- * promise; and before `request.body` is touched, since even getting an empty
- * body's stream costs a call into the runtime.
+ * The request's body, at most `limit` bytes (its declared length checked
+ * already); `declared` is its content-length header. A declared empty body
+ * is answered without a promise; and before `request.body` is touched,
+ * since even getting an empty body's stream costs a call into the runtime.
  */
 function readBody(
   request: Request,
   declared: string | undefined,
   limit: number,
 ): Uint8Array | Promise<Uint8Array> {
-  if (declared === "0") return new Uint8Array();
-  if (declared !== undefined && Number(declared) > limit) throw new BodyTooLarge();
-  if (!request.body) return new Uint8Array();
+  if (declared === "0" || !request.body) return new Uint8Array();
   return readStream(request.body, limit);
 }
 
@@ -248,22 +252,28 @@ function internal(className: string): Response {
  * The body to leave unread until the route is known: one longer than
  * {@linkcode MAX_REPLAYED_BODY_BYTES} or of unknown length, on a node that
  * streams bodies, without a call signature (which covers the body); or
- * undefined (read it now), or the 413 of a declared length over the limit.
+ * undefined: read it now.
  */
 function unreadBody(
   context: ClientHandlerContext,
   request: Request,
   headers: RequestHeaders,
-): UnreadBody | string | undefined {
+): UnreadBody | undefined {
   const declared = headers.contentLength;
   if (!context.streamsBodies || headers.signed || declared === "0") return undefined;
   const length = declared === undefined ? undefined : Number(declared);
   if (length !== undefined && length <= MAX_REPLAYED_BODY_BYTES) return undefined;
-  if (length !== undefined && length > context.maxBodyBytes) {
-    return `the request body is larger than ${context.maxBodyBytes} bytes`;
-  }
   if (!request.body) return undefined;
   return new UnreadBody(request.body, length, context.maxBodyBytes, context.notReadyReason);
+}
+
+/** The answer to an event that did not run to an answer (or a body that could not be read). */
+function failedAnswer(outcome: FailedOutcome): Response {
+  if (outcome.notHeld !== undefined) {
+    return textResponse(NOT_HELD_STATUS, outcome.message, { [NOT_HELD_HEADER]: outcome.notHeld });
+  }
+  const headers: Record<string, string> = outcome.status === 503 ? { "retry-after": "1" } : {};
+  return textResponse(outcome.status, outcome.message, headers);
 }
 
 /**
@@ -277,6 +287,7 @@ function unreadBody(
 export function createClientHandler(
   context: ClientHandlerContext,
 ): (request: Request) => Promise<Response> {
+  const notServing = () => context.notReadyReason();
   const withNode = (response: Response, node = context.nodeId) => {
     response.headers.set(NODE_HEADER, node);
     return response;
@@ -331,26 +342,22 @@ export function createClientHandler(
       return withNode(textResponse(503, admitted, { "retry-after": "1" }));
     }
     try {
+      const { maxBodyBytes } = context;
+      const declared = headers.contentLength;
+      if (declared !== undefined && Number(declared) > maxBodyBytes) {
+        return withNode(
+          failedAnswer(bodyReadFailure(new BodyTooLarge(), maxBodyBytes, notServing)),
+        );
+      }
       const unread = unreadBody(context, request, headers);
-      if (typeof unread === "string") return withNode(textResponse(413, unread));
       if (unread && context.isInternal?.(className)) return withNode(internal(className));
       let body: Uint8Array = EMPTY;
       if (!unread) {
         try {
-          const read = readBody(request, headers.contentLength, context.maxBodyBytes);
+          const read = readBody(request, declared, maxBodyBytes);
           body = read instanceof Uint8Array ? read : await read;
         } catch (error) {
-          if (error instanceof BodyTooLarge) {
-            return withNode(
-              textResponse(413, `the request body is larger than ${context.maxBodyBytes} bytes`),
-            );
-          }
-          // A stop ends the body streams of requests under way: not the client's fault.
-          const stopping = context.notReadyReason();
-          if (stopping) {
-            return withNode(textResponse(503, `not ready: ${stopping}`, { "retry-after": "1" }));
-          }
-          return withNode(textResponse(400, "bad request: the body could not be read"));
+          return withNode(failedAnswer(bodyReadFailure(error, maxBodyBytes, notServing)));
         }
       }
       let eventHeaders = headers.pairs;
@@ -373,17 +380,7 @@ export function createClientHandler(
         headers: eventHeaders,
         body,
       }, new Client(request, unread));
-      if (outcome.kind === "failed") {
-        if (outcome.notHeld !== undefined) {
-          return withNode(
-            textResponse(NOT_HELD_STATUS, outcome.message, { [NOT_HELD_HEADER]: outcome.notHeld }),
-          );
-        }
-        const headers: Record<string, string> = outcome.status === 503
-          ? { "retry-after": "1" }
-          : {};
-        return withNode(textResponse(outcome.status, outcome.message, headers));
-      }
+      if (outcome.kind === "failed") return withNode(failedAnswer(outcome));
       const { status, body: responseBody } = outcome.response;
       const nullBody = status === 204 || status === 304 || request.method === "HEAD";
       if (nullBody) outcome.stream?.cancel().catch(() => {});

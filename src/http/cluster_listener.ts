@@ -479,47 +479,50 @@ export class ClusterListener {
   }
 
   /** An upgrade request of a trusted peer: accepted and handed over, or answered and closed. */
-  #onUpgrade(req: http.IncomingMessage, socket: tls.TLSSocket, head: Uint8Array): void {
+  /**
+   * The trusted peer whose connection `socket` is, or undefined: the
+   * connection is then destroyed (and, if trust ended since the last
+   * revoke(), every connection of that peer with it).
+   */
+  #trustedPeer(socket: Socket): ClusterPeer | undefined {
     const peer = this.#peerOf.get(socket);
-    if (peer === undefined || !this.#isTrusted(peer.fingerprint)) {
-      if (peer !== undefined) this.revoke();
-      socket.destroy();
-      return;
-    }
-    const answerAndClose = (status: number, line: string) => {
-      const body = encoder.encode(line + "\n");
-      socket.end(
-        `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? ""}\r\n` +
-          `content-type: text/plain; charset=utf-8\r\ncontent-length: ${body.length}\r\n` +
-          `connection: close\r\n\r\n${line}\n`,
-      );
-    };
+    // Only a trusted connection is registered; a refused one is destroyed
+    // before the HTTP server attaches, so this guards against a request it
+    // might still have parsed from bytes received before that.
+    if (peer !== undefined && this.#isTrusted(peer.fingerprint)) return peer;
+    if (peer !== undefined) this.revoke();
+    socket.destroy();
+    return undefined;
+  }
+
+  /** An upgrade request of a trusted peer: accepted and handed over, or answered and closed. */
+  #onUpgrade(req: http.IncomingMessage, socket: tls.TLSSocket, head: Uint8Array): void {
+    const peer = this.#trustedPeer(socket);
+    if (peer === undefined) return;
+    const answerAndClose = (status: number, line: string) =>
+      answerOnSocket(socket, status, TEXT_PLAIN, encoder.encode(line + "\n"));
     const upgrade = this.#options.upgrade;
     if (!upgrade) return answerAndClose(501, "upgrades are not served on the cluster port");
-    const target = req.url ?? "";
+    const target = requestTarget(req);
+    if (typeof target === "string") return answerAndClose(400, target);
     const protocol = req.headers.upgrade ?? "";
-    const url = target.startsWith("/") ? requestUrl(req.headers.host, target) : undefined;
-    if (url === undefined) return answerAndClose(400, "the request target is not a valid path");
-    const headers = new Headers();
-    try {
-      const raw = req.rawHeaders;
-      for (let i = 0; i + 1 < raw.length; i += 2) headers.append(raw[i], raw[i + 1]);
-    } catch {
-      return answerAndClose(400, "a request header is not valid");
-    }
-    const request = new Request(url, { method: req.method ?? "GET", headers });
+    const request = new Request(target.url, {
+      method: req.method ?? "GET",
+      headers: target.headers,
+    });
     upgrade(request, peer).then(async (answer) => {
       if (socket.destroyed) return;
       if (answer.kind === "refuse") {
         const { response } = answer;
-        const body = new Uint8Array(await response.arrayBuffer());
-        let lines = `HTTP/1.1 ${response.status} ${http.STATUS_CODES[response.status] ?? ""}\r\n`;
-        for (const [name, value] of response.headers) {
-          if (HOP_BY_HOP.has(name) || name === "content-length") continue;
-          lines += `${name}: ${value}\r\n`;
-        }
-        socket.write(lines + `content-length: ${body.length}\r\nconnection: close\r\n\r\n`);
-        socket.end(body);
+        const headers = [...response.headers].filter(([name]) =>
+          !HOP_BY_HOP.has(name) && name !== "content-length"
+        );
+        answerOnSocket(
+          socket,
+          response.status,
+          headers,
+          new Uint8Array(await response.arrayBuffer()),
+        );
         return;
       }
       let lines = "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\n" +
@@ -529,7 +532,7 @@ export class ClusterListener {
       answer.join(new SocketConn(socket), new Uint8Array(head));
     }, (error) => {
       this.#options.log.error("the cluster upgrade handler failed", {
-        path: url.pathname,
+        path: target.url.pathname,
         error: describeError(error),
       });
       if (!socket.destroyed) {
@@ -539,20 +542,8 @@ export class ClusterListener {
   }
 
   #onRequest(req: http.IncomingMessage, res: http.ServerResponse): void {
-    const peer = this.#peerOf.get(req.socket);
-    if (peer === undefined) {
-      // Only a trusted connection is registered; a refused one is destroyed
-      // before the HTTP server attaches, so this guards against a request it
-      // might still have parsed from bytes received before that.
-      req.socket.destroy();
-      return;
-    }
-    if (!this.#isTrusted(peer.fingerprint)) {
-      // Trust ended since the last revoke(): cut every connection of that peer.
-      this.revoke();
-      req.socket.destroy();
-      return;
-    }
+    const peer = this.#trustedPeer(req.socket);
+    if (peer === undefined) return;
     this.#serve(req, res, peer).catch((error) => {
       this.#options.log.error("a cluster request failed", { error: String(error) });
       res.destroy();
@@ -560,17 +551,9 @@ export class ClusterListener {
   }
 
   async #serve(req: http.IncomingMessage, res: http.ServerResponse, peer: ClusterPeer) {
-    const target = req.url ?? "";
-    if (!target.startsWith("/")) return answerLine(res, 400, "the request target must be a path");
-    const headers = new Headers();
-    try {
-      const raw = req.rawHeaders;
-      for (let i = 0; i + 1 < raw.length; i += 2) headers.append(raw[i], raw[i + 1]);
-    } catch {
-      return answerLine(res, 400, "a request header is not valid");
-    }
-    const url = requestUrl(req.headers.host, target);
-    if (url === undefined) return answerLine(res, 400, "the request target is not a valid path");
+    const target = requestTarget(req);
+    if (typeof target === "string") return answerLine(res, 400, target);
+    const { url, headers } = target;
 
     const { maxBodyBytes } = this.#options;
     const declared = req.headers["content-length"];
@@ -661,6 +644,44 @@ function requestUrl(host: string | undefined, target: string): URL | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The request's URL ({@linkcode requestUrl}) and headers as sent, or the
+ * one line of the 400 it gets: a target that is not a path, a header that
+ * is not valid, a path that makes no URL.
+ */
+function requestTarget(req: http.IncomingMessage): { url: URL; headers: Headers } | string {
+  const target = req.url ?? "";
+  if (!target.startsWith("/")) return "the request target must be a path";
+  const headers = new Headers();
+  try {
+    const raw = req.rawHeaders;
+    for (let i = 0; i + 1 < raw.length; i += 2) headers.append(raw[i], raw[i + 1]);
+  } catch {
+    return "a request header is not valid";
+  }
+  const url = requestUrl(req.headers.host, target);
+  if (url === undefined) return "the request target is not a valid path";
+  return { url, headers };
+}
+
+const TEXT_PLAIN: [string, string][] = [["content-type", "text/plain; charset=utf-8"]];
+
+/**
+ * An answer written on a connection the HTTP server gave up (an upgrade's),
+ * with its length, and the connection closed after it.
+ */
+function answerOnSocket(
+  socket: Socket,
+  status: number,
+  headers: [string, string][],
+  body: Uint8Array,
+): void {
+  let lines = `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? ""}\r\n`;
+  for (const [name, value] of headers) lines += `${name}: ${value}\r\n`;
+  socket.write(lines + `content-length: ${body.length}\r\nconnection: close\r\n\r\n`);
+  socket.end(body);
 }
 
 /** A plain-text answer of one line; `close` ends the connection after it. */

@@ -92,9 +92,12 @@ export async function writeResponse(
   const outHeaders = responseHeaders(response.headers, head);
   const bodyless = status < 200 || status === 204 || status === 304;
   const reader = response.body?.getReader();
-  const finish = (body?: Uint8Array) => {
+  const writeHead = () => {
     if (statusText) res.writeHead(status, statusText, outHeaders);
     else res.writeHead(status, outHeaders);
+  };
+  const finish = (body?: Uint8Array) => {
+    writeHead();
     res.end(body);
   };
   if (head && reader && !bodyless && !("content-length" in outHeaders)) {
@@ -122,19 +125,19 @@ export async function writeResponse(
       outHeaders["content-length"] = String(firstPiece.length);
       return finish(firstPiece);
     }
-    if (statusText) res.writeHead(status, statusText, outHeaders);
-    else res.writeHead(status, outHeaders);
-    for (let next = [firstPiece, second.value];;) {
-      for (const piece of next) {
-        if (res.destroyed) {
-          reader.cancel().catch(() => {});
-          return;
-        }
-        if (!res.write(piece)) await drained(res);
+    writeHead();
+    // A piece is read only once the one before was written and drained.
+    let piece: Uint8Array = firstPiece;
+    let next: ReadableStreamReadResult<Uint8Array> = second;
+    while (true) {
+      if (res.destroyed) {
+        reader.cancel().catch(() => {});
+        return;
       }
-      const more = await reader.read();
-      if (more.done) break;
-      next = [more.value];
+      if (!res.write(piece)) await drained(res);
+      if (next.done) break;
+      piece = next.value;
+      next = await reader.read();
     }
     res.end();
   } catch {

@@ -45,6 +45,34 @@ export async function readStream(
 }
 
 /**
+ * The answer to a body that could not be read whole: 413 past `limit`
+ * ({@linkcode BodyTooLarge}), 503 while the node stops (a stop ends the
+ * body streams of requests under way: not the client's fault), else 400.
+ *
+ * @example
+ * ```ts
+ * import { BodyTooLarge, bodyReadFailure } from "./unread_body.ts";
+ * bodyReadFailure(new BodyTooLarge(), 1024, () => undefined).status; // 413
+ * ```
+ */
+export function bodyReadFailure(
+  error: unknown,
+  limit: number,
+  notServing: () => string | undefined,
+): FailedOutcome {
+  if (error instanceof BodyTooLarge) {
+    return {
+      kind: "failed",
+      status: 413,
+      message: `the request body is larger than ${limit} bytes`,
+    };
+  }
+  const stopping = notServing();
+  if (stopping) return { kind: "failed", status: 503, message: `not ready: ${stopping}` };
+  return { kind: "failed", status: 400, message: "bad request: the body could not be read" };
+}
+
+/**
  * A request body left unread until its route is known.
  *
  * @example
@@ -58,8 +86,9 @@ export class UnreadBody {
   #started = false;
 
   /**
-   * `length` is the declared content-length (undefined: chunked); `why`
-   * names why the node cannot serve, when a read fails because it stops.
+   * `length` is the declared content-length (undefined: chunked);
+   * `notServing` says why the node cannot serve, when a read fails because
+   * it stops.
    */
   constructor(
     readonly source: ReadableStream<Uint8Array>,
@@ -79,17 +108,7 @@ export class UnreadBody {
     try {
       return await readStream(this.source, this.limit);
     } catch (error) {
-      if (error instanceof BodyTooLarge) {
-        return {
-          kind: "failed",
-          status: 413,
-          message: `the request body is larger than ${this.limit} bytes`,
-        };
-      }
-      // A stop ends the body streams of requests under way: not the client's fault.
-      const stopping = this.notServing();
-      if (stopping) return { kind: "failed", status: 503, message: `not ready: ${stopping}` };
-      return { kind: "failed", status: 400, message: "bad request: the body could not be read" };
+      return bodyReadFailure(error, this.limit, this.notServing);
     }
   }
 

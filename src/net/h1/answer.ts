@@ -202,7 +202,7 @@ export class AnswerBody {
     switch (this.#framing.kind) {
       case "length": {
         const piece = new Uint8Array(Math.min(this.#left, STREAM_CHUNK_BYTES));
-        const n = await this.#readSome(piece);
+        const n = await connection.readInto(piece);
         if (n === null) throw closedMidAnswer();
         this.#left -= n;
         this.#total += n;
@@ -221,7 +221,7 @@ export class AnswerBody {
           this.#left = size;
         }
         const piece = new Uint8Array(Math.min(this.#left, STREAM_CHUNK_BYTES));
-        const n = await this.#readSome(piece);
+        const n = await connection.readInto(piece);
         if (n === null) throw closedMidAnswer();
         this.#left -= n;
         this.#total += n;
@@ -230,7 +230,7 @@ export class AnswerBody {
       }
       case "close": {
         const piece = new Uint8Array(Math.min(READ_TO_END_BYTES, this.#max - this.#total + 1));
-        const n = await this.#readSome(piece);
+        const n = await connection.readInto(piece);
         if (n === null) {
           this.#end();
           return null;
@@ -262,13 +262,6 @@ export class AnswerBody {
       total += piece.length;
     }
     return pieces.length === 1 ? pieces[0] : concatBytes(pieces, total);
-  }
-
-  /** Buffered bytes first, else a read straight into `target`. */
-  #readSome(target: Uint8Array): Promise<number | null> {
-    const buffered = this.#connection.takeInto(target, 0);
-    if (buffered > 0) return Promise.resolve(buffered);
-    return this.#connection.readInto(target);
   }
 
   #end(): void {

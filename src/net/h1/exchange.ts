@@ -143,23 +143,18 @@ async function headWhileWriting(
     bodyWritten,
     headRead.then(() => undefined, () => undefined),
   ]);
-  if (first === undefined || first.kind === "sent") {
+  if (first?.kind === "sent") return await headRead;
+  if (first === undefined || first.kind === "write-failed") {
+    // The answer came first (the rest of the body is not sent), or the write
+    // failed as the peer answered and closed (a 413 of its own): its answer,
+    // if whole, on a connection not used again.
     if (first === undefined) {
       bodyStop.abort(new Error("the peer answered before the body was sent"));
-      const head = await headRead;
-      connection.reusable = false;
-      head.reusable = false;
-      return head;
     }
-    return await headRead;
-  }
-  if (first.kind === "write-failed") {
-    // The peer may have answered and closed (a 413 of its own): its answer, if whole.
     const head = await headRead;
     head.reusable = false;
     return head;
   }
-  connection.reusable = false;
   connection.close();
   if (first.kind === "too-large") {
     return {
