@@ -96,6 +96,18 @@ export interface NodeIdCheckOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * What the start check read last and passed on: the ETag the first
+ * heartbeat write is conditioned on (undefined when there was no object) and
+ * the process whose heartbeat that was, by token and line 4, when it decoded.
+ */
+export interface NodeIdChecked {
+  /** The ETag of the object read last; undefined when there was none. */
+  etag?: string;
+  /** The previous process: its token (line 3) and last live write (line 4). */
+  predecessor?: { process: string; at: number };
+}
+
 /** What the reads found, and since when. */
 interface Seen {
   /** The object's ETag; undefined when there is none. */
@@ -112,8 +124,9 @@ interface Seen {
  * Checks that no other process runs with `nodeId`, as the spec's "Flags"
  * paragraph says (see the module's documentation for the waits). Resolves to
  * the ETag it read last (undefined when there was no object), the condition
- * of the first heartbeat write; rejects with {@linkcode NodeIdInUse} when a
- * process still writes the heartbeat, or with the signal's reason. A bucket
+ * of the first heartbeat write, and the process whose heartbeat it was;
+ * rejects with {@linkcode NodeIdInUse} when a process still writes the
+ * heartbeat, or with the signal's reason. A bucket
  * that cannot be read is read again every half period, without end.
  *
  * @example
@@ -129,7 +142,7 @@ interface Seen {
  * }); // 15 s later: { etag: undefined }
  * ```
  */
-export async function checkNodeId(options: NodeIdCheckOptions): Promise<{ etag?: string }> {
+export async function checkNodeId(options: NodeIdCheckOptions): Promise<NodeIdChecked> {
   const { bucket, clock, log, nodeId, timing, signal } = options;
   const key = nodeKey(nodeId);
   const halfPeriodMs = timing.periodMs / 2;
@@ -189,7 +202,9 @@ export async function checkNodeId(options: NodeIdCheckOptions): Promise<{ etag?:
         key,
         lease: seen.heartbeat?.lease ?? (seen.present ? "unreadable" : "none"),
       });
-      return { etag: seen.etag };
+      const heartbeat = seen.heartbeat;
+      const predecessor = heartbeat && { process: heartbeat.process, at: heartbeat.at };
+      return predecessor ? { etag: seen.etag, predecessor } : { etag: seen.etag };
     }
     // The next read: half a period after this one, or when the check can end if sooner.
     const untilNextRead = sentMono + halfPeriodMs - clock.monotonic();

@@ -40,6 +40,7 @@ import {
 } from "./heartbeat_writes.ts";
 import type { NodeLeaseLost } from "./lease_loss.ts";
 import type { LeaseTiming } from "./lease_timing.ts";
+import type { NodeIdChecked } from "./node_id_check.ts";
 
 /**
  * After a refusal that turned out to be against our own landed write, the
@@ -145,6 +146,12 @@ export class NodeLease {
   readonly #log: Logger;
   readonly #timing: LeaseTiming;
   readonly #writes: HeartbeatWrites;
+  /**
+   * The process whose heartbeat the start check read last, until a write of
+   * ours lands: a peer's fence of that heartbeat landing between the check
+   * and the first write does not count as running (the check saw it lapse).
+   */
+  #predecessor: { process: string; at: number } | undefined;
   readonly #onChange: (valid: boolean, cause: LeaseChangeCause) => void;
   readonly #onLost: (reason: NodeLeaseLost) => void;
   readonly #onExtended: (validUntil: number) => void;
@@ -251,10 +258,11 @@ export class NodeLease {
    * lease.close();
    * ```
    */
-  async start(after: { etag?: string } | undefined): Promise<void> {
+  async start(after: NodeIdChecked | undefined): Promise<void> {
     assert(this.#state === "new", "a node lease starts once");
     this.#state = "running";
     this.#writes.conditionOn(after?.etag);
+    this.#predecessor = after?.predecessor;
     await this.#renew();
   }
 
@@ -587,6 +595,15 @@ export class NodeLease {
         return "failed";
       }
       if (verdict.kind === "lost") {
+        if (this.#predecessorFenced(verdict.reason) && found?.object) {
+          this.#predecessor = undefined;
+          this.#log.info(
+            "the previous process's heartbeat was fenced after the node id check; taking it over",
+            { key: this.#key, process: verdict.reason.heartbeat?.process },
+          );
+          this.#writes.conditionOn(found.object.etag);
+          continue;
+        }
         this.#lose(verdict.reason);
         return "lost";
       }
@@ -599,6 +616,20 @@ export class NodeLease {
       if (own === sent) return "landed";
       if (resends >= OWN_WRITE_RESENDS) return lease === "live" ? "landed" : "failed";
     }
+  }
+
+  /**
+   * Whether the object that refused the first write is the heartbeat the
+   * start check passed on, fenced by a peer since: that process had lapsed
+   * (the check saw it unchanged for ttl + grace), so the key is free to take.
+   * A release, or any other change, after the check is refused as before.
+   */
+  #predecessorFenced(reason: NodeLeaseLost): boolean {
+    const predecessor = this.#predecessor;
+    const heartbeat = reason.heartbeat;
+    return predecessor !== undefined && heartbeat?.format === 2 &&
+      heartbeat.lease === "fenced" && heartbeat.process === predecessor.process &&
+      heartbeat.at === predecessor.at;
   }
 
   /** The object as it is now; undefined when it cannot be read in time. */
@@ -625,6 +656,7 @@ export class NodeLease {
   /** `sent` is in the object with `etag`: later writes are conditioned on it. */
   #landed(sent: SentWrite, etag: string): void {
     this.#writes.landed(sent, etag);
+    this.#predecessor = undefined;
     if (sent.lease !== "live") return;
     for (const waiter of this.#writeWaiters) {
       if (sent.sentAt >= waiter.after) waiter.landed(true);

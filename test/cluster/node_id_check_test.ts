@@ -5,7 +5,7 @@ import type { CallOptions, StoredObject } from "../../src/bucket/bucket.ts";
 import { createLogger } from "../../src/log.ts";
 import { encodeHeartbeat, type Heartbeat } from "../../src/cluster/heartbeat.ts";
 import { leaseTiming } from "../../src/cluster/lease_timing.ts";
-import { checkNodeId, NodeIdInUse } from "../../src/cluster/node_id_check.ts";
+import { checkNodeId, type NodeIdChecked, NodeIdInUse } from "../../src/cluster/node_id_check.ts";
 
 const KEY = "nodes/a";
 const timing = leaseTiming();
@@ -51,8 +51,8 @@ function heartbeat(fields: Partial<Heartbeat> & Pick<Heartbeat, "at" | "lease">)
 /** Runs the check to its end; the time it took and what it returned or threw. */
 async function run(
   clock: FakeClock,
-  check: Promise<{ etag?: string }>,
-): Promise<{ ms: number; result?: { etag?: string }; error?: unknown }> {
+  check: Promise<NodeIdChecked>,
+): Promise<{ ms: number; result?: NodeIdChecked; error?: unknown }> {
   const ms = await clock.runUntilSettled(check);
   try {
     return { ms, result: await check };
@@ -112,7 +112,7 @@ Deno.test("node id check: released, its last live write 20 s old: passes after h
   const { etag } = await bucket.put(KEY, heartbeat({ at: t0 - 20_000, lease: "released" }));
   const { ms, result } = await run(clock, check());
   assert.equal(ms, 1_500);
-  assert.deepEqual(result, { etag });
+  assert.deepEqual(result, { etag, predecessor: { process: "old-process", at: t0 - 20_000 } });
   assert.deepEqual(bucket.reads.map((t) => t - t0), [0, 1_500]);
 });
 
@@ -121,7 +121,7 @@ Deno.test("node id check: released 5 s ago: passes when its last live write is 1
   const { etag } = await bucket.put(KEY, heartbeat({ at: t0 - 5_000, lease: "released" }));
   const { ms, result } = await run(clock, check());
   assert.equal(ms, 10_000);
-  assert.deepEqual(result, { etag });
+  assert.deepEqual(result, { etag, predecessor: { process: "old-process", at: t0 - 5_000 } });
 });
 
 Deno.test("node id check: fenced: passes when its last live write is 15 s old", async () => {
@@ -130,7 +130,10 @@ Deno.test("node id check: fenced: passes when its last live write is 15 s old", 
     KEY,
     heartbeat({ at: t0 - 5_000, lease: "fenced", fencedBy: "b" }),
   );
-  assert.deepEqual(await run(clock, check()), { ms: 10_000, result: { etag } });
+  assert.deepEqual(await run(clock, check()), {
+    ms: 10_000,
+    result: { etag, predecessor: { process: "old-process", at: t0 - 5_000 } },
+  });
 
   const old = setup();
   await old.bucket.put(
@@ -161,7 +164,10 @@ Deno.test("node id check: a live heartbeat that stops changing (a crash) waits u
   // Dated 3 s ahead of this clock: 18 s, as a fencer would wait.
   const ahead = setup();
   const { etag } = await ahead.bucket.put(KEY, heartbeat({ at: ahead.t0 + 3_000, lease: "live" }));
-  assert.deepEqual(await run(ahead.clock, ahead.check()), { ms: 18_000, result: { etag } });
+  assert.deepEqual(await run(ahead.clock, ahead.check()), {
+    ms: 18_000,
+    result: { etag, predecessor: { process: "old-process", at: ahead.t0 + 3_000 } },
+  });
 
   // Already stale: still the whole 15 s of reads, as for a first start.
   const stale = setup();
@@ -173,7 +179,10 @@ Deno.test("node id check: a format-1 heartbeat keeps it waiting until its time i
   const { clock, t0, bucket, check } = setup();
   const text = `wasmkeep-heartbeat 1\na\nold-process\n${t0 - 2_000}\n`;
   const { etag } = await bucket.put(KEY, new TextEncoder().encode(text));
-  assert.deepEqual(await run(clock, check()), { ms: 23_000, result: { etag } });
+  assert.deepEqual(await run(clock, check()), {
+    ms: 23_000,
+    result: { etag, predecessor: { process: "old-process", at: t0 - 2_000 } },
+  });
 
   // A format-1 process still running rewrites it: refused.
   const running = setup();
@@ -215,7 +224,10 @@ Deno.test("node id check: an outage during the check: passes at the first answer
   const { clock, t0, bucket, check } = setup();
   const { etag } = await bucket.put(KEY, heartbeat({ at: t0 - 1_000, lease: "live" }));
   bucket.faults = { outages: [{ from: t0 + 1_000, until: t0 + 20_000 }] };
-  assert.deepEqual(await run(clock, check()), { ms: 21_000, result: { etag } });
+  assert.deepEqual(await run(clock, check()), {
+    ms: 21_000,
+    result: { etag, predecessor: { process: "old-process", at: t0 - 1_000 } },
+  });
 });
 
 Deno.test("node id check: reads that never answer are given up and read again", async () => {

@@ -288,6 +288,87 @@ Deno.test("node lease: another process's object refuses the first write", async 
   assert.equal((await stored(bucket)).process, "other");
 });
 
+/** The previous process's live heartbeat, as the start check saw it last (20 s old). */
+async function previousProcess(bucket: RecordingBucket, clock: FakeClock) {
+  const heartbeat: Heartbeat = {
+    ...description,
+    format: 2,
+    nodeId: "a",
+    process: "old-process",
+    at: clock.now() - 20_000,
+    lease: "live",
+  };
+  const { etag } = await bucket.other(KEY, encodeHeartbeat(heartbeat));
+  return { etag, predecessor: { process: heartbeat.process, at: heartbeat.at } };
+}
+
+Deno.test("node lease: a peer's fence of the previous process after the start check does not stop the new one", async () => {
+  const { clock, bucket, lease, losses, lines } = setup();
+  const checked = await previousProcess(bucket, clock);
+  // The check passed on the dead process's heartbeat; node c fences that process before the first write.
+  const current = (await bucket.get(KEY))!;
+  await bucket.other(
+    KEY,
+    encodeHeartbeat({ ...decodeHeartbeat(current.body, KEY), lease: "fenced", fencedBy: "c" }),
+    { ifMatch: current.etag },
+  );
+  const fenced = (await bucket.head(KEY))!.etag;
+  await lease.start(checked);
+  assert.deepEqual(losses, []);
+  assert.equal(lease.valid(), true);
+  assert.deepEqual(bucket.puts.map((p) => [p.options.ifMatch, p.error]), [
+    [checked.etag, "PreconditionFailed"],
+    [fenced, undefined],
+  ]);
+  const now = await stored(bucket);
+  assert.equal(now.process, TOKEN);
+  assert.equal(now.lease, "live");
+  assert.ok(lines.some((l) => l.includes("the previous process's heartbeat was fenced")));
+  lease.close();
+});
+
+Deno.test("node lease: a fence of another process than the one the start check saw stops the new one", async () => {
+  const { clock, bucket, lease, losses } = setup();
+  const checked = await previousProcess(bucket, clock);
+  await bucket.other(
+    KEY,
+    encodeHeartbeat({
+      ...description,
+      format: 2,
+      nodeId: "a",
+      process: "third-process",
+      at: clock.now(),
+      lease: "fenced",
+      fencedBy: "c",
+    }),
+  );
+  await lease.start(checked);
+  assert.equal(losses.length, 1);
+  assert.equal(losses[0].kind, "fenced");
+  assert.equal(lease.valid(), false);
+  assert.equal(bucket.puts.length, 1);
+});
+
+Deno.test("node lease: the previous process writing live after the start check stops the new one", async () => {
+  const { clock, bucket, lease, losses } = setup();
+  const checked = await previousProcess(bucket, clock);
+  await bucket.other(
+    KEY,
+    encodeHeartbeat({
+      ...description,
+      format: 2,
+      nodeId: "a",
+      process: "old-process",
+      at: clock.now(),
+      lease: "live",
+    }),
+  );
+  await lease.start(checked);
+  assert.equal(losses.length, 1);
+  assert.equal(losses[0].kind, "another-writer");
+  assert.equal(bucket.puts.length, 1);
+});
+
 Deno.test("node lease: release writes released, keeping line 4 of the last live write", async () => {
   const { clock, t0, bucket, lease, changes, causes, since } = setup();
   await lease.start(undefined);
