@@ -478,7 +478,6 @@ export class ClusterListener {
     }
   }
 
-  /** An upgrade request of a trusted peer: accepted and handed over, or answered and closed. */
   /**
    * The trusted peer whose connection `socket` is, or undefined: the
    * connection is then destroyed (and, if trust ended since the last
