@@ -396,7 +396,7 @@ class World implements SimContext {
         const stop = this.#network.listen(
           proc.authority,
           { owner: proc, machine: proc.machine },
-          (conn) => void serveConnection(conn, handler, proc.authority),
+          (conn) => void serveConnection(conn, handler, proc.authority, clock),
         );
         proc.stopListening = stop;
         return {

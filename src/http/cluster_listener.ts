@@ -19,21 +19,21 @@
  * it stays that peer's, so a revoke closes it too) or refuses it with an
  * answer; without the option, upgrades are answered 501.
  *
- * It is a `node:https` server, because `Deno.listenTls` cannot ask for a
- * client certificate, adapting requests and responses to web `Request` and
- * `Response`. Bodies stream both ways: a request's body is read as the
- * handler reads it, the connection paused meanwhile, and an answer's body
- * is written a piece at a time as the peer takes it. In Deno 2.9.6
- * `node:tls` reads a connection's TCP into memory even while the HTTP
- * server pauses it, so only a trusted peer can make it hold more.
+ * It is a `node:tls` server, because `Deno.listenTls` cannot ask for a
+ * client certificate, and each trusted connection is served by the HTTP/1.1
+ * server of `src/net/h1/server.ts` (not `node:http`, whose parser, request
+ * and response objects cost a third of this port's CPU per request: see
+ * docs/performance.md, "The pieces"). Bodies stream both ways: a request's
+ * body is read as the handler reads it, the connection paused meanwhile,
+ * and an answer's body is written a piece at a time as the peer takes it.
+ * In Deno 2.9.6 `node:tls` reads a connection's TCP into memory even while
+ * it is paused, so only a trusted peer can make it hold more.
  *
  * @module
  */
 
-import http from "node:http";
-import https from "node:https";
 import type { Socket } from "node:net";
-import type tls from "node:tls";
+import tls from "node:tls";
 import { isValidHost } from "./client_handler.ts";
 import { IDLE_TIMEOUT_MS } from "./forward.ts";
 import type { Logger } from "../log.ts";
@@ -41,9 +41,10 @@ import { assert } from "../assert.ts";
 import { describeError } from "../describe_error.ts";
 import type { NodeIdentity } from "../security/node_identity.ts";
 import { type Clock, systemClock } from "../time/clock.ts";
-import type { ByteConn } from "../net/h1/connection.ts";
+import { serveHttp1, type UpgradeAnswer } from "../net/h1/server.ts";
 import { SocketConn } from "../net/socket_conn.ts";
-import { HOP_BY_HOP, RequestBody, writeResponse } from "./node_http_bodies.ts";
+
+export type { UpgradeAnswer } from "../net/h1/server.ts";
 
 /** A connection whose TLS handshake has not ended this long after it was accepted is closed. */
 export const HANDSHAKE_TIMEOUT_MS = 5_000;
@@ -62,7 +63,7 @@ export const MAX_HANDSHAKES_PER_ADDRESS = 32;
  * forwarder must then answer 503 (it cannot know whether it was read).
  */
 export const KEEP_ALIVE_TIMEOUT_MS = 2 * IDLE_TIMEOUT_MS;
-/** Largest request line plus headers; larger is refused with 431 by `node:http`. */
+/** Largest request line plus headers; larger is answered 431 and the connection closed. */
 export const MAX_REQUEST_HEAD_BYTES = 64 * 1024;
 /** A refused fingerprint (or kind of refusal) is logged at most once in this long. */
 export const REFUSAL_LOG_INTERVAL_MS = 60_000;
@@ -138,17 +139,6 @@ export interface ClusterListenerOptions {
   clock?: Clock;
 }
 
-/** What a {@linkcode ClusterListenerOptions.upgrade} decided. */
-export type UpgradeAnswer =
-  | {
-    kind: "accept";
-    /** Headers of the 101 beside `connection` and `upgrade`, which the listener writes. */
-    headers: [string, string][];
-    /** Takes the switched connection, with the bytes the peer sent after its request's head. */
-    join(conn: ByteConn, leftover: Uint8Array): void;
-  }
-  | { kind: "refuse"; response: Response };
-
 /** Counts of {@linkcode ClusterListener.stats}. */
 export interface ClusterListenerStats {
   /** Connections open, those in their handshake included. */
@@ -166,8 +156,6 @@ export interface ClusterListenerStats {
   /** Connections of trusted peers closed later because trust was withdrawn. */
   revoked: number;
 }
-
-const encoder = new TextEncoder();
 
 /**
  * A mutual-TLS HTTP/1.1 listener for requests from other nodes.
@@ -194,7 +182,7 @@ const encoder = new TextEncoder();
  * ```
  */
 export class ClusterListener {
-  readonly #server: https.Server;
+  readonly #server: tls.Server;
   readonly #options: ClusterListenerOptions;
   readonly #clock: Clock;
   /** Every accepted TCP connection until it closes. */
@@ -221,7 +209,7 @@ export class ClusterListener {
   private constructor(options: ClusterListenerOptions) {
     this.#options = options;
     this.#clock = options.clock ?? systemClock;
-    this.#server = https.createServer({
+    this.#server = tls.createServer({
       key: options.identity.keyPem,
       cert: options.identity.chainPem,
       requestCert: true,
@@ -230,21 +218,8 @@ export class ClusterListener {
       minVersion: "TLSv1.3",
       maxVersion: "TLSv1.3",
       handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
-      keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
-      maxHeaderSize: MAX_REQUEST_HEAD_BYTES,
-    }, (req, res) => this.#onRequest(req, res));
+    }, (socket: tls.TLSSocket) => this.#onSecureConnection(socket));
     this.#server.on("connection", (socket: Socket) => this.#onConnection(socket));
-    this.#server.on(
-      "upgrade",
-      (req: http.IncomingMessage, socket: Socket, head: Uint8Array) =>
-        this.#onUpgrade(req, socket as tls.TLSSocket, head),
-    );
-    // Ahead of the HTTP server's own listener: a refused socket is destroyed
-    // before the HTTP server attaches to it, so nothing it sent is parsed.
-    this.#server.prependListener(
-      "secureConnection",
-      (socket: tls.TLSSocket) => this.#onSecureConnection(socket),
-    );
     this.#server.on("tlsClientError", (error: Error, socket: tls.TLSSocket) => {
       // node:tls reports a handshake timeout without closing the socket.
       socket.destroy();
@@ -464,6 +439,33 @@ export class ClusterListener {
       }
     });
     socket.setNoDelay(true);
+    void serveHttp1(new SocketConn(socket), this.#serveOptions(socket, peer));
+  }
+
+  /** How the HTTP/1.1 server serves `socket`, a connection of `peer`. */
+  #serveOptions(socket: tls.TLSSocket, peer: ClusterPeer): Parameters<typeof serveHttp1>[1] {
+    const { handler, upgrade, log, maxBodyBytes } = this.#options;
+    return {
+      handler: (request) => handler(request, peer),
+      upgrade: upgrade
+        ? (request) => upgrade(request, peer)
+        : () => Promise.resolve({ kind: "refuse", response: UPGRADES_NOT_SERVED() }),
+      url: requestUrl,
+      // Trust is asked again at each request: a peer fenced since the last revoke() is not served.
+      admit: () => this.#trustedPeer(socket) !== undefined,
+      maxHeadBytes: MAX_REQUEST_HEAD_BYTES,
+      maxBodyBytes,
+      idleTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
+      clock: this.#clock,
+      onHandlerError: (error, request) => {
+        const upgrading = request.headers.has("upgrade");
+        log.error(upgrading ? "the cluster upgrade handler failed" : "the cluster handler failed", {
+          method: request.method,
+          path: new URL(request.url).pathname,
+          error: describeError(error),
+        });
+      },
+    };
   }
 
   #isTrusted(fingerprint: string): boolean {
@@ -485,127 +487,10 @@ export class ClusterListener {
    */
   #trustedPeer(socket: Socket): ClusterPeer | undefined {
     const peer = this.#peerOf.get(socket);
-    // Only a trusted connection is registered; a refused one is destroyed
-    // before the HTTP server attaches, so this guards against a request it
-    // might still have parsed from bytes received before that.
     if (peer !== undefined && this.#isTrusted(peer.fingerprint)) return peer;
     if (peer !== undefined) this.revoke();
     socket.destroy();
     return undefined;
-  }
-
-  /** An upgrade request of a trusted peer: accepted and handed over, or answered and closed. */
-  #onUpgrade(req: http.IncomingMessage, socket: tls.TLSSocket, head: Uint8Array): void {
-    const peer = this.#trustedPeer(socket);
-    if (peer === undefined) return;
-    const answerAndClose = (status: number, line: string) =>
-      answerOnSocket(socket, status, TEXT_PLAIN, encoder.encode(line + "\n"));
-    const upgrade = this.#options.upgrade;
-    if (!upgrade) return answerAndClose(501, "upgrades are not served on the cluster port");
-    const target = requestTarget(req);
-    if (typeof target === "string") return answerAndClose(400, target);
-    const protocol = req.headers.upgrade ?? "";
-    const request = new Request(target.url, {
-      method: req.method ?? "GET",
-      headers: target.headers,
-    });
-    upgrade(request, peer).then(async (answer) => {
-      if (socket.destroyed) return;
-      if (answer.kind === "refuse") {
-        const { response } = answer;
-        const headers = [...response.headers].filter(([name]) =>
-          !HOP_BY_HOP.has(name) && name !== "content-length"
-        );
-        answerOnSocket(
-          socket,
-          response.status,
-          headers,
-          new Uint8Array(await response.arrayBuffer()),
-        );
-        return;
-      }
-      let lines = "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\n" +
-        `upgrade: ${protocol}\r\n`;
-      for (const [name, value] of answer.headers) lines += `${name}: ${value}\r\n`;
-      socket.write(lines + "\r\n");
-      answer.join(new SocketConn(socket), new Uint8Array(head));
-    }, (error) => {
-      this.#options.log.error("the cluster upgrade handler failed", {
-        path: target.url.pathname,
-        error: describeError(error),
-      });
-      if (!socket.destroyed) {
-        answerAndClose(500, "the node failed to answer this upgrade; see its log");
-      }
-    });
-  }
-
-  #onRequest(req: http.IncomingMessage, res: http.ServerResponse): void {
-    const peer = this.#trustedPeer(req.socket);
-    if (peer === undefined) return;
-    this.#serve(req, res, peer).catch((error) => {
-      this.#options.log.error("a cluster request failed", { error: String(error) });
-      res.destroy();
-    });
-  }
-
-  async #serve(req: http.IncomingMessage, res: http.ServerResponse, peer: ClusterPeer) {
-    const target = requestTarget(req);
-    if (typeof target === "string") return answerLine(res, 400, target);
-    const { url, headers } = target;
-
-    const { maxBodyBytes } = this.#options;
-    const declared = req.headers["content-length"];
-    if (declared !== undefined && Number(declared) > maxBodyBytes) {
-      // The rest is read and dropped until the peer stops: closing with unread
-      // bytes would reset the connection, and the reset can destroy the 413.
-      req.resume();
-      return answerLine(res, 413, `the request body is over ${maxBodyBytes} bytes`, true);
-    }
-    const method = req.method ?? "GET";
-    const hasBody = (declared !== undefined && declared !== "0") ||
-      req.headers["transfer-encoding"] !== undefined;
-    if (hasBody && (method === "GET" || method === "HEAD")) {
-      req.resume();
-      return answerLine(res, 400, `a ${method} request cannot have a body`, true);
-    }
-    const closed = new AbortController();
-    res.once("close", () => {
-      if (!res.writableFinished) closed.abort(new Error("the peer closed the connection"));
-    });
-    // Read as the handler reads it, counted against the limit as it comes.
-    const body = hasBody ? new RequestBody(req, maxBodyBytes) : undefined;
-    const request = new Request(url, {
-      method,
-      headers,
-      body: body?.stream,
-      signal: closed.signal,
-    });
-
-    let response: Response | undefined;
-    try {
-      response = await this.#options.handler(request, peer);
-    } catch (error) {
-      this.#options.log.error("the cluster handler failed", {
-        method,
-        path: url.pathname,
-        error: describeError(error),
-      });
-      if (!body?.tooLarge) {
-        return answerLine(res, 500, "the node failed to answer this request; see its log");
-      }
-    }
-    // A body the handler left unread is dropped as it comes, so the connection stays in step.
-    if (hasBody && !req.complete) req.resume();
-    if (body?.tooLarge) {
-      response?.body?.cancel().catch(() => {});
-      return answerLine(res, 413, `the request body is over ${maxBodyBytes} bytes`, true);
-    }
-    if (res.destroyed || !response) {
-      response?.body?.cancel().catch(() => {});
-      return;
-    }
-    await writeResponse(res, response, method === "HEAD");
   }
 
   #logThrottled(
@@ -633,68 +518,22 @@ export class ClusterListener {
  * `https://<host><target>`, with `cluster` for a missing host header or one
  * that is not a valid host[:port] ({@linkcode isValidHost}), so that no
  * character of it can move into the path and no port can make `new URL`
- * throw. The handler still sees the header as sent: the node's
- * (`createClientHandler`) answers a malformed one 400, as on the client port.
+ * throw; undefined when the target makes no URL. The handler still sees the
+ * header as sent: the node's (`createClientHandler`) answers a malformed one
+ * 400, as on the client port.
  */
-function requestUrl(host: string | undefined, target: string): URL | undefined {
+function requestUrl(host: string | undefined, target: string): string | undefined {
   const authority = host !== undefined && isValidHost(host) ? host : "cluster";
   try {
-    return new URL(`https://${authority}${target}`);
+    return new URL(`https://${authority}${target}`).href;
   } catch {
     return undefined;
   }
 }
 
-/**
- * The request's URL ({@linkcode requestUrl}) and headers as sent, or the
- * one line of the 400 it gets: a target that is not a path, a header that
- * is not valid, a path that makes no URL.
- */
-function requestTarget(req: http.IncomingMessage): { url: URL; headers: Headers } | string {
-  const target = req.url ?? "";
-  if (!target.startsWith("/")) return "the request target must be a path";
-  const headers = new Headers();
-  try {
-    const raw = req.rawHeaders;
-    for (let i = 0; i + 1 < raw.length; i += 2) headers.append(raw[i], raw[i + 1]);
-  } catch {
-    return "a request header is not valid";
-  }
-  const url = requestUrl(req.headers.host, target);
-  if (url === undefined) return "the request target is not a valid path";
-  return { url, headers };
-}
-
-const TEXT_PLAIN: [string, string][] = [["content-type", "text/plain; charset=utf-8"]];
-
-/**
- * An answer written on a connection the HTTP server gave up (an upgrade's),
- * with its length, and the connection closed after it.
- */
-function answerOnSocket(
-  socket: Socket,
-  status: number,
-  headers: [string, string][],
-  body: Uint8Array,
-): void {
-  let lines = `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? ""}\r\n`;
-  for (const [name, value] of headers) lines += `${name}: ${value}\r\n`;
-  socket.write(lines + `content-length: ${body.length}\r\nconnection: close\r\n\r\n`);
-  socket.end(body);
-}
-
-/** A plain-text answer of one line; `close` ends the connection after it. */
-function answerLine(res: http.ServerResponse, status: number, line: string, close = false): void {
-  if (res.headersSent || res.destroyed) {
-    res.destroy();
-    return;
-  }
-  const body = encoder.encode(line + "\n");
-  const headers: Record<string, string> = {
-    "content-type": "text/plain; charset=utf-8",
-    "content-length": String(body.length),
-  };
-  if (close) headers["connection"] = "close";
-  res.writeHead(status, headers);
-  res.end(body);
-}
+/** The answer to an upgrade when the node serves none on this port. */
+const UPGRADES_NOT_SERVED = () =>
+  new Response("upgrades are not served on the cluster port\n", {
+    status: 501,
+    headers: { "content-type": "text/plain; charset=utf-8" },
+  });

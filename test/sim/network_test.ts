@@ -148,10 +148,15 @@ Deno.test("sim network: the real forwarder reaches a handler through the simulat
     "b.sim:8080",
     { owner: b, machine: "b" },
     (conn) =>
-      void serveConnection(conn, async (request) => {
-        seen.push(`${request.method} ${new URL(request.url).pathname} ${await request.text()}`);
-        return new Response("pong", { status: 201, headers: { "x-answer": "yes" } });
-      }, "b.sim:8080"),
+      void serveConnection(
+        conn,
+        async (request) => {
+          seen.push(`${request.method} ${new URL(request.url).pathname} ${await request.text()}`);
+          return new Response("pong", { status: 201, headers: { "x-answer": "yes" } });
+        },
+        "b.sim:8080",
+        clockOf(sched, b),
+      ),
   );
   const forwarder = new Forwarder({
     nodeId: "a",

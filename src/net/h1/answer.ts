@@ -273,8 +273,29 @@ export class AnswerBody {
   }
 }
 
+/**
+ * A body past its limit: an {@linkcode AnswerError} of its own, so that a
+ * server reading a request's body this way can answer 413 rather than 400.
+ *
+ * @example
+ * ```ts
+ * import { BodyTooLarge } from "./answer.ts";
+ * new BodyTooLarge(1024).message; // "the answer's body is larger than 1024 bytes"
+ * ```
+ */
+export class BodyTooLarge extends AnswerError {
+  /** The limit it went past. */
+  readonly maxBodyBytes: number;
+
+  /** The body went past `maxBodyBytes`. */
+  constructor(maxBodyBytes: number) {
+    super(`the answer's body is larger than ${maxBodyBytes} bytes`);
+    this.maxBodyBytes = maxBodyBytes;
+  }
+}
+
 function tooLarge(maxBodyBytes: number): AnswerError {
-  return new AnswerError(`the answer's body is larger than ${maxBodyBytes} bytes`);
+  return new BodyTooLarge(maxBodyBytes);
 }
 
 function closedMidAnswer(): AnswerError {

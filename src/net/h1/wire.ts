@@ -292,8 +292,27 @@ export function parseHead(text: string): Head {
       `the answer is not HTTP/1.x: its status line is ${JSON.stringify(statusLine.slice(0, 80))}`,
     );
   }
+  const headers = parseHeaderLines(text, lineEnd + 2);
+  if (typeof headers === "string") {
+    throw new AnswerError(`the answer has a malformed header line ${JSON.stringify(headers)}`);
+  }
+  return { version: match[1] === "1" ? 1 : 0, status: Number(match[2]), headers };
+}
+
+/**
+ * The header lines of a head from `start` (CRLF between them, none after),
+ * names in lower case and values without the blanks around them; or the
+ * first line that is not a valid header, for the caller's error.
+ *
+ * @example
+ * ```ts
+ * import { parseHeaderLines } from "./wire.ts";
+ * parseHeaderLines("GET / HTTP/1.1\r\nHost: a", 16); // [["host", "a"]]
+ * ```
+ */
+export function parseHeaderLines(text: string, start: number): [string, string][] | string {
   const headers: [string, string][] = [];
-  for (let start = lineEnd + 2; start < text.length + 2; start = lineEnd + 2) {
+  for (let lineEnd: number; start < text.length + 2; start = lineEnd + 2) {
     lineEnd = text.indexOf("\r\n", start);
     if (lineEnd < 0) lineEnd = text.length;
     let colon = text.indexOf(":", start);
@@ -304,13 +323,10 @@ export function parseHead(text: string): Head {
     while (from < to && isBlank(text.charCodeAt(from))) from++;
     while (to > from && isBlank(text.charCodeAt(to - 1))) to--;
     const value = text.slice(from, to);
-    if (!TOKEN.test(name) || !HEADER_VALUE.test(value)) {
-      const line = text.slice(start, lineEnd);
-      throw new AnswerError(`the answer has a malformed header line ${JSON.stringify(line)}`);
-    }
+    if (!TOKEN.test(name) || !HEADER_VALUE.test(value)) return text.slice(start, lineEnd);
     headers.push([name.toLowerCase(), value]);
   }
-  return { version: match[1] === "1" ? 1 : 0, status: Number(match[2]), headers };
+  return headers;
 }
 
 /** Space or tab. */
