@@ -25,7 +25,8 @@
 import { type ActorKey, actorKeyString } from "../src/actors/key.ts";
 import { nodeKey } from "../src/bucket/keys.ts";
 import { randomHex, seededRandom } from "../src/bucket/random.ts";
-import type { ClusterPlane, ForwardOutcome } from "../src/cluster/cluster_plane.ts";
+import type { ClusterPlane } from "../src/cluster/cluster_plane.ts";
+import type { ForwardOutcome, PeerForwarding } from "../src/cluster/routing/peer_forwarding.ts";
 import { defaultFailoverWaitMs, type WaitOutcome } from "../src/cluster/failover_wait.ts";
 import { ANSWER_TIMEOUT_MS, CONNECT_TIMEOUT_MS } from "../src/http/forward.ts";
 import { leaseTiming } from "../src/cluster/lease_timing.ts";
@@ -67,7 +68,7 @@ import {
 } from "./swarm.ts";
 import { Trace } from "./trace.ts";
 import { Weather } from "./weather.ts";
-import { HolderMemory } from "../src/cluster/holders.ts";
+import { HolderMemory } from "../src/cluster/routing/holders.ts";
 
 /**
  * The variant `trust-not-held`'s memory of holders: the first holder it
@@ -538,9 +539,10 @@ class World implements SimContext {
    * sends a request again after it may have been written.
    */
   #timeForwards(proc: SimProcess, plane: ClusterPlane): void {
-    const forward = plane.forward.bind(plane);
+    const peers = plane.peers;
+    const forward = peers.forward.bind(peers);
     const bound = CONNECT_TIMEOUT_MS + ANSWER_TIMEOUT_MS + FORWARD_SLACK_MS;
-    plane.forward = async (...args: Parameters<ClusterPlane["forward"]>) => {
+    peers.forward = async (...args: Parameters<PeerForwarding["forward"]>) => {
       this.stats.forwards++;
       const [, node, actor] = args;
       this.#invariants.forwarding(proc, node, actor);

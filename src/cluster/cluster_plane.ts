@@ -1,20 +1,18 @@
 /**
  * A node's part in a cluster: its lease (after the node id check), its view
- * of the other nodes with the fencing duty, where requests for actors go,
- * and the forwarding of those another live node holds.
+ * of the other nodes with the fencing duty, and where requests for actors
+ * go (the decision in `routing/router.ts`, its carrying out to another node
+ * in `routing/peer_forwarding.ts`).
  *
  * @module
  */
 
 import type { Bucket } from "../bucket/bucket.ts";
-import { CALLER_HEADER, type CallToSign, CHAIN_HEADER } from "../security/call_signature.ts";
+import type { CallToSign } from "../security/call_signature.ts";
 import { type ActorKey, actorKeyString } from "../actors/key.ts";
-import { HolderMemory } from "./holders.ts";
-import { NODE_HEADER, NOT_HELD_HEADER, NOT_HELD_STATUS } from "../http/client_handler.ts";
+import { HolderMemory } from "./routing/holders.ts";
 import type { Clock } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
-import { AssertionError } from "../assert.ts";
-import type { ActorRequest, ActorResponse } from "../actors/protocol.ts";
 import { checkNodeId } from "./node_id_check.ts";
 import { NodeLease } from "./node_lease.ts";
 import { Membership } from "./membership.ts";
@@ -22,13 +20,9 @@ import type { LeaseTiming } from "./lease_timing.ts";
 import { decodeHeartbeat, type Heartbeat, isLive } from "./heartbeat.ts";
 import { nodeKey } from "../bucket/keys.ts";
 import type { OwnerRecord, OwnershipRecords } from "./ownership.ts";
-import { type Route, routeRequest } from "./router.ts";
-import {
-  type Connect,
-  Forwarder,
-  type StreamedBody,
-  type StreamedForwardResult,
-} from "../http/forward.ts";
+import { type Route, routeRequest } from "./routing/router.ts";
+import { PeerForwarding } from "./routing/peer_forwarding.ts";
+import type { Connect } from "../http/forward.ts";
 
 /** Options of {@linkcode ClusterPlane}. */
 export interface ClusterPlaneOptions {
@@ -74,13 +68,6 @@ export interface ClusterPlaneOptions {
 /** Signs a call between nodes (src/security/call_signature.ts with the cluster secret). */
 export type CallSigner = (call: CallToSign) => [string, string][];
 
-/** The request target of an actor's request on another node: path and query. */
-function actorPath(actor: ActorKey, request: ActorRequest): string {
-  return `/actor/${encodeURIComponent(actor.class)}/${encodeURIComponent(actor.name)}${
-    request.path === "/" ? "" : request.path
-  }${request.query ? `?${request.query}` : ""}`;
-}
-
 /**
  * Whether `heartbeat` frees `record` at `now`: released, or fenced at least
  * `fenceAfterMs` after its date, as the process the record names. A fence
@@ -114,82 +101,6 @@ export function heartbeatFrees(
 }
 
 /**
- * The holder a peer's "not held" answer names, or `undefined` for any other
- * answer. Only the cluster path answers so (the owner strips the header
- * from actors' own answers): it proves the request did not run there.
- */
-function notHeldBy(result: { status: number; headers: [string, string][] }): string | undefined {
-  if (result.status !== NOT_HELD_STATUS) return undefined;
-  return result.headers.find(([name]) => name === NOT_HELD_HEADER)?.[1];
-}
-
-/** Peers skipped for having no cluster listener are logged at most this often. */
-export const SKIPPED_PEERS_LOG_MS = 60_000;
-
-function isTls(address: string): boolean {
-  return address.startsWith("https:");
-}
-
-/**
- * The fingerprint a live peer publishes for the cluster listener at
- * `host:port`, if any: what a TLS connection there must present.
- */
-function pinOf(
-  membership: Membership,
-  clock: Clock,
-  timing: LeaseTiming,
-  host: string,
-  port: number,
-): string | undefined {
-  for (const peer of membership.liveNodes()) {
-    const heartbeat = peer.heartbeat;
-    if (!heartbeat?.clusterAddress || !heartbeat.fingerprint) continue;
-    let url: URL;
-    try {
-      url = new URL(heartbeat.clusterAddress);
-    } catch {
-      continue;
-    }
-    const peerHost = url.hostname.replace(/^\[(.*)\]$/, "$1");
-    if (peerHost === host && Number(url.port || 443) === port) {
-      if (isLive(heartbeat, clock.now(), timing.ttlMs)) return heartbeat.fingerprint;
-    }
-  }
-  return undefined;
-}
-
-const EMPTY = new Uint8Array(0);
-
-/** A node cleared of suspicion is not suspected again for this long. */
-export const SUSPECT_AGAIN_AFTER_MS = 10_000;
-
-/** Suspected nodes remembered at once; the oldest is forgotten first. */
-export const MAX_SUSPECTED_NODES = 1024;
-
-/** How a forwarded request ended, as an event outcome with the node that answered. */
-export type ForwardOutcome =
-  | {
-    kind: "response";
-    response: ActorResponse;
-    node: string;
-    /** A long body, streamed from the peer (`response.body` is then empty). */
-    stream?: ReadableStream<Uint8Array>;
-  }
-  | {
-    kind: "failed";
-    status: number;
-    message: string;
-    /** No byte of the request reached the peer (no connection could be opened): it did not run. */
-    unsent?: boolean;
-  }
-  /**
-   * The peer does not hold the actor and did not run the request (its
-   * answer said so, in the way only the cluster path answers): `holder` is
-   * the node its record named.
-   */
-  | { kind: "not-held"; node: string; holder: string };
-
-/**
  * The cluster side of a node.
  *
  * @example
@@ -201,23 +112,16 @@ export type ForwardOutcome =
  * ```
  */
 export class ClusterPlane {
-  /** Live nodes this node could not connect to, by id: since when (wall clock). */
-  readonly #suspected = new Map<string, { since: number; clearedAt: number | undefined }>();
-
-  /** When peers skipped for having no cluster listener were last logged (monotonic). */
-  #skippedLoggedAt = -Infinity;
-
   /** The URL peers forward requests to, published in the heartbeat from the start. */
   #address = "";
 
-  /** The holders of actors this node forwarded for (holders.ts). */
+  /** The holders of actors this node forwarded for (routing/holders.ts). */
   readonly holders: HolderMemory;
 
   readonly lease: NodeLease;
   readonly membership: Membership;
-  readonly forwarder: Forwarder;
-  /** Requests to peers' cluster listeners, over mutual TLS; unset without a listener. */
-  readonly tlsForwarder: Forwarder | undefined;
+  /** Requests and calls sent on to the peers holding their actors. */
+  readonly peers: PeerForwarding;
   readonly options: ClusterPlaneOptions;
 
   /**
@@ -255,13 +159,19 @@ export class ClusterPlane {
       ownLease: this.lease,
     });
     this.membership = membership;
-    const answerTimeoutMs = options.answerTimeoutMs;
-    this.forwarder = new Forwarder({ nodeId, clock, connect: options.connect, answerTimeoutMs });
-    this.tlsForwarder = options.tls && new Forwarder({
+    this.peers = new PeerForwarding({
       nodeId,
       clock,
-      connect: options.tls.connect((host, port) => pinOf(membership, clock, timing, host, port)),
-      answerTimeoutMs,
+      log,
+      timing,
+      membership,
+      lease: this.lease,
+      holders: this.holders,
+      plaintext: options.plaintext,
+      connect: options.connect,
+      tlsConnect: options.tls?.connect,
+      answerTimeoutMs: options.answerTimeoutMs,
+      signCall: options.signCall,
     });
   }
 
@@ -299,34 +209,6 @@ export class ClusterPlane {
       if (fingerprint && peer.nodeId !== this.options.nodeId) trusted.add(fingerprint);
     }
     return trusted;
-  }
-
-  /**
-   * Where requests for a live peer's actors go: its cluster listener when
-   * both have one; its client address when this node has none (it accepts
-   * plain HTTP) or the peer has none and this node accepts plain HTTP;
-   * nowhere when this node refuses plain HTTP and the peer has no listener.
-   * A peer with a listener is never reached in plain text by a node with one.
-   */
-  #addressOf(heartbeat: Heartbeat | undefined): string | undefined {
-    if (!heartbeat) return undefined;
-    if (!this.tlsForwarder) return heartbeat.address;
-    if (heartbeat.clusterAddress && heartbeat.fingerprint) return heartbeat.clusterAddress;
-    return this.options.plaintext === "accept" ? heartbeat.address : undefined;
-  }
-
-  #whyNoAddress(node: string, heartbeat: Heartbeat | undefined): string | undefined {
-    if (!heartbeat || this.#addressOf(heartbeat) !== undefined) return undefined;
-    const now = this.options.clock.monotonic();
-    if (now - this.#skippedLoggedAt >= SKIPPED_PEERS_LOG_MS) {
-      this.#skippedLoggedAt = now;
-      this.options.log.warn(
-        "skipping peers without a cluster listener: this node refuses plain HTTP between nodes",
-        { node },
-      );
-    }
-    return `the actor's node ${node} has no cluster listener and this node refuses plain HTTP ` +
-      `between nodes (--cluster-plaintext refuse); retry`;
   }
 
   /** Whether this node's lease is valid: it may run events only then. */
@@ -420,228 +302,15 @@ export class ClusterPlane {
           return heartbeat !== undefined && isLive(heartbeat, this.options.clock.now(), ttlMs);
         },
         frees: (record) => this.#frees(heartbeatOf(record.node), record),
-        addressOf: (node) => this.#addressOf(heartbeatOf(node)),
-        whyNoAddress: (node) => this.#whyNoAddress(node, heartbeatOf(node)),
-        isSuspected: (node) => this.#isSuspected(node, heartbeatOf(node)),
+        addressOf: (node) => this.peers.addressOf(heartbeatOf(node)),
+        whyNoAddress: (node) => this.peers.whyNoAddress(node, heartbeatOf(node)),
+        isSuspected: (node) => this.peers.isSuspected(node, heartbeatOf(node)),
         rememberedHolder: (a) => this.holders.holderOf(actorKeyString(a)),
       },
       actor,
       forwarded,
       fresh,
     );
-  }
-
-  /**
-   * A live node this node could not open a connection to is suspected until
-   * a lease write of it dated more than twice the allowed skew after the
-   * failure shows it alive; then not again for {@linkcode SUSPECT_AGAIN_AFTER_MS}.
-   */
-  #isSuspected(node: string, heartbeat: Heartbeat | undefined): boolean {
-    const suspicion = this.#suspected.get(node);
-    if (!suspicion || suspicion.clearedAt !== undefined) return false;
-    if (heartbeat && heartbeat.at > suspicion.since + 2 * this.options.timing.skewMs) {
-      suspicion.clearedAt = this.options.clock.monotonic();
-      this.options.log.info("a suspected node wrote its lease again", { node });
-      return false;
-    }
-    return true;
-  }
-
-  #suspect(node: string) {
-    const earlier = this.#suspected.get(node);
-    const now = this.options.clock.monotonic();
-    if (earlier && earlier.clearedAt === undefined) return;
-    if (earlier?.clearedAt !== undefined && now - earlier.clearedAt < SUSPECT_AGAIN_AFTER_MS) {
-      return;
-    }
-    this.#suspected.delete(node);
-    if (this.#suspected.size >= MAX_SUSPECTED_NODES) {
-      this.#suspected.delete(this.#suspected.keys().next().value!);
-    }
-    this.#suspected.set(node, { since: this.options.clock.now(), clearedAt: undefined });
-    this.options.log.warn("could not open a connection to a live node: its actors' GETs are kept", {
-      node,
-    });
-  }
-
-  /**
-   * Sends a request on to the node that holds its actor, once. A failure
-   * after the request may have been written is never resent: the spec's
-   * 503 "the actor's node did not answer; retry", or 504 after 30 s.
-   * A long answer's body streams back; `stream` sends a body that is not
-   * in hand as it is read (the request's own `body` is then empty).
-   */
-  async forward(
-    address: string,
-    node: string,
-    actor: ActorKey,
-    request: ActorRequest,
-    signal?: AbortSignal,
-    stream?: StreamedBody,
-  ): Promise<ForwardOutcome> {
-    const path = actorPath(actor, request);
-    const result = await this.#forwarderFor(address).forwardStreamed(address, {
-      method: request.method,
-      path,
-      headers: request.headers,
-      body: request.body,
-      stream,
-    }, { signal }).catch((error) => {
-      // The client left: nobody reads the answer.
-      if (signal?.aborted) {
-        const left: StreamedForwardResult = {
-          kind: "unreachable",
-          written: true,
-          reason: "the client left",
-        };
-        return left;
-      }
-      throw error;
-    });
-    if (result.kind === "response") return this.#answered(result, actor, node);
-    // The client's own body was refused on the way: nothing ran, the holder is as it was.
-    if (result.kind === "body-refused") {
-      return { kind: "failed", status: result.status, message: `bad request: ${result.reason}` };
-    }
-    this.holders.forget(actorKeyString(actor), node);
-    if (result.kind === "timeout") {
-      return {
-        kind: "failed",
-        status: 504,
-        message: `the actor's node ${node} did not answer within 30 s`,
-      };
-    }
-    this.options.log.warn("forwarding failed", { node, address, reason: result.reason });
-    // A refused handshake proves the peer up: it is not suspected for it.
-    if (!result.written && !(result.unansweredNew && isTls(address))) this.#suspect(node);
-    return {
-      kind: "failed",
-      status: 503,
-      message: "the actor's node did not answer; retry",
-      unsent: !result.written,
-    };
-  }
-
-  /**
-   * Sends an actors.call's event to the node holding its actor, signed,
-   * once: the callee's answer, or the error its caller gets. A call that may
-   * have been written is never sent again.
-   */
-  async forwardCall(
-    address: string,
-    node: string,
-    actor: ActorKey,
-    request: ActorRequest,
-    call: { caller: string; chain: readonly string[] },
-  ): Promise<ForwardOutcome | { kind: "not-run"; error: string }> {
-    // Sent and signed as the peer's URL parser will read it.
-    const url = new URL(actorPath(actor, request), "http://peer");
-    const path = url.pathname + url.search;
-    let signature: [string, string][];
-    try {
-      if (!this.options.signCall) throw new Error("this node cannot sign calls");
-      signature = this.options.signCall({
-        targetNode: node,
-        method: request.method,
-        path,
-        body: request.body,
-        caller: call.caller,
-        chain: call.chain,
-      });
-    } catch (error) {
-      return {
-        kind: "not-run",
-        error: `calls between nodes are stopped: ${(error as Error).message}`,
-      };
-    }
-    const send = () =>
-      this.#forwarderFor(address).forward(address, {
-        method: request.method,
-        path,
-        // The signature carries the caller and chain, believed only with it.
-        headers: [
-          ...request.headers.filter(([name]) => name !== CALLER_HEADER && name !== CHAIN_HEADER),
-          ...signature,
-        ],
-        body: request.body,
-      });
-    let result = await send();
-    if (result.kind === "unreachable" && result.unansweredNew && isTls(address)) {
-      // The peer refused this node's certificate (it saw this node's
-      // heartbeat expire) and read nothing: once this node's next heartbeat
-      // landed and two periods passed, it has seen it live again.
-      const { periodMs } = this.options.timing;
-      this.options.log.info("a peer refused this node's certificate; the call waits to retry", {
-        node,
-      });
-      const landed = await this.lease.writeLanded(this.options.clock.monotonic(), 2 * periodMs);
-      if (!landed) {
-        return {
-          kind: "not-run",
-          error:
-            `node ${node} refused this node's certificate (this node's heartbeat did not land)`,
-        };
-      }
-      await this.options.clock.sleep(2 * periodMs);
-      result = await send();
-      if (result.kind === "unreachable" && result.unansweredNew) {
-        return { kind: "not-run", error: `node ${node} refused this node's certificate` };
-      }
-    }
-    if (result.kind === "response") return this.#answered(result, actor, node);
-    // A call's body is in hand: only a stream could be refused on the way.
-    if (result.kind === "body-refused") return { kind: "not-run", error: result.reason };
-    this.holders.forget(actorKeyString(actor), node);
-    if (result.kind === "timeout") {
-      return { kind: "not-run", error: `the actor's node ${node} did not answer within 30 s` };
-    }
-    this.options.log.warn("a call to another node failed", {
-      node,
-      address,
-      reason: result.reason,
-    });
-    if (!result.written && !(result.unansweredNew && isTls(address))) this.#suspect(node);
-    return { kind: "not-run", error: `the actor's node ${node} did not answer; retry` };
-  }
-
-  #forwarderFor(address: string): Forwarder {
-    if (!isTls(address)) return this.forwarder;
-    // Only a node with a listener picks a peer's https address.
-    if (!this.tlsForwarder) {
-      throw new AssertionError(`a node that picks ${address} has a TLS forwarder`);
-    }
-    return this.tlsForwarder;
-  }
-
-  /**
-   * The peer's answer, or "not held" when it is the cluster path's own 421
-   * (the holder is then forgotten, and a streamed body cancelled).
-   */
-  #answered(
-    result: { status: number; headers: [string, string][]; body: Uint8Array | ReadableStream },
-    actor: ActorKey,
-    node: string,
-  ): ForwardOutcome {
-    const holder = notHeldBy(result);
-    if (holder !== undefined) {
-      if (!(result.body instanceof Uint8Array)) result.body.cancel().catch(() => {});
-      this.holders.forget(actorKeyString(actor), node);
-      return { kind: "not-held", node, holder };
-    }
-    const answered = result.headers.find(([name]) => name === NODE_HEADER)?.[1] ?? node;
-    const headers = result.headers.filter(([name]) =>
-      name !== NODE_HEADER && name !== "content-length"
-    );
-    const { status, body } = result;
-    if (body instanceof Uint8Array) {
-      return { kind: "response", node: answered, response: { status, headers, body } };
-    }
-    return {
-      kind: "response",
-      node: answered,
-      response: { status, headers, body: EMPTY },
-      stream: body,
-    };
   }
 
   /**
@@ -652,7 +321,6 @@ export class ClusterPlane {
     this.membership.close();
     await this.lease.release().catch(() => false);
     this.lease.close();
-    await this.forwarder.close();
-    await this.tlsForwarder?.close();
+    await this.peers.close();
   }
 }

@@ -101,7 +101,13 @@ Deno.test("call refusal: a call refused at the handshake is sent once more, afte
   ], written);
   try {
     const started = performance.now();
-    const outcome = await plane.forwardCall("https://127.0.0.1:2", "b", actor, request, caller);
+    const outcome = await plane.peers.forwardCall(
+      "https://127.0.0.1:2",
+      "b",
+      actor,
+      request,
+      caller,
+    );
     const waited = performance.now() - started;
     assert.equal(outcome.kind, "response");
     assert.equal(
@@ -123,7 +129,13 @@ Deno.test("call refusal: refused twice, the call fails with 'refused this node's
   const written: string[] = [];
   const { plane, connects } = await planeWith([undefined, undefined, "never sent"], written);
   try {
-    const outcome = await plane.forwardCall("https://127.0.0.1:2", "b", actor, request, caller);
+    const outcome = await plane.peers.forwardCall(
+      "https://127.0.0.1:2",
+      "b",
+      actor,
+      request,
+      caller,
+    );
     assert.deepEqual(outcome, { kind: "not-run", error: "node b refused this node's certificate" });
     assert.equal(connects(), 2, "sent once more, not a third time");
   } finally {
@@ -135,7 +147,13 @@ Deno.test("call refusal: a call whose connection failed after an answer began is
   const written: string[] = [];
   const { plane, connects } = await planeWith(["HTTP/1.1 200 OK\r\ncontent-le"], written);
   try {
-    const outcome = await plane.forwardCall("https://127.0.0.1:2", "b", actor, request, caller);
+    const outcome = await plane.peers.forwardCall(
+      "https://127.0.0.1:2",
+      "b",
+      actor,
+      request,
+      caller,
+    );
     assert.equal(outcome.kind, "not-run");
     assert.match((outcome as { error: string }).error, /did not answer; retry/);
     assert.equal(connects(), 1);

@@ -8,8 +8,8 @@
  * @module
  */
 
-import type { ActorKey } from "../actors/key.ts";
-import type { OwnerRecord } from "./ownership.ts";
+import type { ActorKey } from "../../actors/key.ts";
+import type { OwnerRecord } from "../ownership.ts";
 
 /** What the router needs to know of the cluster. */
 export interface RouterView {

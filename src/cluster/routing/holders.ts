@@ -10,7 +10,7 @@
  * @module
  */
 
-import { MAX_REMEMBERED_HOLDERS } from "../limits.ts";
+import { MAX_REMEMBERED_HOLDERS } from "../../limits.ts";
 
 /**
  * Remembered holders by actor key string, least recently used forgotten first.

@@ -7,16 +7,16 @@
  * @module
  */
 
-import type { ActorKey } from "../actors/key.ts";
-import type { ActorRequest, EventOutcome } from "../actors/protocol.ts";
-import type { CallNotRun } from "../actors/call_router.ts";
-import type { Logger } from "../log.ts";
-import { FORWARDED_BY_HEADER } from "../http/forward.ts";
-import type { ClusterPlane } from "./cluster_plane.ts";
-import type { FailoverWaits } from "./failover_wait.ts";
-import { MalformedRecord } from "./ownership.ts";
+import type { ActorKey } from "../../actors/key.ts";
+import type { ActorRequest, EventOutcome } from "../../actors/protocol.ts";
+import type { CallNotRun } from "../../actors/call_router.ts";
+import type { Logger } from "../../log.ts";
+import { FORWARDED_BY_HEADER } from "../../http/forward.ts";
+import type { ClusterPlane } from "../cluster_plane.ts";
+import type { FailoverWaits } from "../failover_wait.ts";
+import { MalformedRecord } from "../ownership.ts";
 import type { Route } from "./router.ts";
-import type { UnreadBody } from "../http/unread_body.ts";
+import type { UnreadBody } from "../../http/unread_body.ts";
 
 /** What {@linkcode RequestRouting} needs of the node. */
 export interface RequestRoutingOptions {
@@ -146,7 +146,7 @@ export class RequestRouting {
       }
       if (where.kind === "not-held") return notHeld(where.node);
       if (where.kind !== "forward") break;
-      const outcome = await cluster.forward(
+      const outcome = await cluster.peers.forward(
         where.address,
         where.node,
         key,
@@ -203,7 +203,13 @@ export class RequestRouting {
           return { wait: false, outcome: "served", value: served };
         }
         if (next.kind === "forward") {
-          const sent = await cluster.forward(next.address, next.node, key, request, client?.signal);
+          const sent = await cluster.peers.forward(
+            next.address,
+            next.node,
+            key,
+            request,
+            client?.signal,
+          );
           // Nothing ran there, and it is forgotten: the next look reads the record.
           if (sent.kind === "not-held") return { wait: true };
           return { wait: false, outcome: "forwarded", value: sent };
@@ -250,7 +256,13 @@ export class RequestRouting {
         return { kind: "not-run", error: `the actor is held by node ${where.node}; retry` };
       }
       if (where.kind !== "forward") return { kind: "not-run", error: where.message };
-      const outcome = await cluster.forwardCall(where.address, where.node, target, request, call);
+      const outcome = await cluster.peers.forwardCall(
+        where.address,
+        where.node,
+        target,
+        request,
+        call,
+      );
       if (outcome.kind !== "not-held") return outcome;
       // Nothing ran there: routed again from the record as it is now, once.
       if (sent > 0) return { kind: "not-run", error: movedMeanwhile(outcome.holder).message };
