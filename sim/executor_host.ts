@@ -20,6 +20,7 @@
  * @module
  */
 
+import { AssertionError } from "../src/assert.ts";
 import { type ActorKey, actorKeyString } from "../src/actors/key.ts";
 import {
   actorDatabasePath,
@@ -384,8 +385,14 @@ class SimProgram {
       const { rows } = imports.exec("SELECT id FROM w ORDER BY id", []);
       return new Set(rows.map(([v]) => Number((v as { val: bigint }).val)));
     };
+    // The workload opens no WebSockets: a socket event here is a bug of the simulator.
+    const noSockets = () =>
+      Promise.reject(new AssertionError("the simulator's workload opens no WebSockets"));
     return {
       onInit: () => Promise.resolve(),
+      onWebsocketOpen: noSockets,
+      onWebsocketMessage: noSockets,
+      onWebsocketClose: noSockets,
       onRequest: async (request: ActorRequest): Promise<ActorResponse> => {
         const op = opOf(request);
         const generation = this.generationOf(id);

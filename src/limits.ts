@@ -178,3 +178,40 @@ export const MAX_REPLAYED_BODY_BYTES = 64 * 1024;
  * ```
  */
 export const MAX_RELAYS = 2_048;
+
+/**
+ * Largest WebSocket message, either way: a client's larger message closes
+ * its socket with 1009 (too big), an actor's larger `websockets.send` is
+ * its error.
+ *
+ * @example
+ * ```ts
+ * import { MAX_SOCKET_MESSAGE_BYTES } from "./limits.ts";
+ * console.log(MAX_SOCKET_MESSAGE_BYTES); // 1048576
+ * ```
+ */
+export const MAX_SOCKET_MESSAGE_BYTES = 1024 * 1024;
+
+/**
+ * Most WebSockets open on one actor at once; one more upgrade is answered
+ * 503.
+ *
+ * @example
+ * ```ts
+ * import { MAX_SOCKETS_PER_ACTOR } from "./limits.ts";
+ * console.log(MAX_SOCKETS_PER_ACTOR); // 1024
+ * ```
+ */
+export const MAX_SOCKETS_PER_ACTOR = 1024;
+
+/**
+ * Most WebSockets a node holds open at once, each one open file (a TCP
+ * connection) of the 20,000: one more upgrade is answered 503.
+ *
+ * @example
+ * ```ts
+ * import { MAX_NODE_SOCKETS } from "./limits.ts";
+ * console.log(MAX_NODE_SOCKETS); // 4096
+ * ```
+ */
+export const MAX_NODE_SOCKETS = 4_096;

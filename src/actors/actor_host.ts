@@ -12,7 +12,7 @@
 import type { Clock, Timer } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
 import { type ActorKey, actorKeyString } from "./key.ts";
-import type { ActorRequest, EventOutcome, FailedOutcome } from "./protocol.ts";
+import type { ActorRequest, EventOutcome, FailedOutcome, SocketEvent } from "./protocol.ts";
 import type { ExecutorPool, UnstartedEvent } from "./executor_pool.ts";
 
 /** A hold on an actor: this node owns it at `generation` until it releases it. */
@@ -128,10 +128,12 @@ export class ActorHost {
   }
 
   /**
-   * Runs `request` on the actor after the events before it. Answers 503 at
-   * once when the actor's queue or the resident set is full.
+   * Runs `request` on the actor after the events before it (a WebSocket
+   * event when `socket` is set: `request` is then its upgrade request, or
+   * empty). Answers 503 at once when the actor's queue or the resident set
+   * is full.
    */
-  dispatch(key: ActorKey, request: ActorRequest): Promise<EventOutcome> {
+  dispatch(key: ActorKey, request: ActorRequest, socket?: SocketEvent): Promise<EventOutcome> {
     const id = actorKeyString(key);
     let state = this.#actors.get(id);
     if (state) {
@@ -190,7 +192,14 @@ export class ActorHost {
           message: "this node gave the actor up (its lease is not valid); retry",
         });
       }
-      return this.#pool.run(actor.executor, key, Number(generation), request, this.#runUntil());
+      return this.#pool.run(
+        actor.executor,
+        key,
+        Number(generation),
+        request,
+        this.#runUntil(),
+        socket,
+      );
     };
     const run = hold ? send(hold.generation) : actor.taking!.then(
       (taken) => send(taken.generation),
@@ -317,7 +326,7 @@ export class ActorHost {
       if (state.hold) this.#holds.release(state.hold).catch(() => {});
     }
     for (const event of unstarted) {
-      this.dispatch(event.actor, event.request).then(event.resolve);
+      this.dispatch(event.actor, event.request, event.socket).then(event.resolve);
     }
   }
 

@@ -17,6 +17,7 @@ import type {
   EventOutcome,
   ExecutorClass,
   FromExecutor,
+  SocketEvent,
   ToExecutor,
 } from "./protocol.ts";
 import { PendingEvents } from "./pending_events.ts";
@@ -128,6 +129,12 @@ export interface ExecutorPoolEvents {
   onGiveUp?: (actor: ActorKey, generation: number) => void;
   /** An executor counted a metric. */
   onCount?: (name: string, by: number) => void;
+  /** The open WebSockets of `actor` now, listed in each of its events. */
+  socketsOf?: (actor: ActorKey) => number[];
+  /** An actor's `websockets.send` or `websockets.close`. */
+  onSocketOutput?: (
+    message: Extract<FromExecutor, { type: "ws-send" } | { type: "ws-close" }>,
+  ) => void;
 }
 
 /** An actors.call an actor made, as the node routes it. */
@@ -143,6 +150,7 @@ export interface ActorCall {
 export interface UnstartedEvent {
   actor: ActorKey;
   request: ActorRequest;
+  socket?: SocketEvent;
   resolve: (outcome: EventOutcome) => void;
 }
 
@@ -153,6 +161,8 @@ interface PendingEvent {
   /** The end of the node's lease (wall-clock ms), or 0; see the `event` message. */
   until: number;
   request: ActorRequest;
+  /** Set for a WebSocket event. */
+  socket?: SocketEvent;
   resolve: (outcome: EventOutcome) => void;
   /** When the event started running, as far as the node can tell (see #arm). */
   startedAt: number | undefined;
@@ -393,6 +403,10 @@ export class ExecutorPool {
       case "count":
         this.#events.onCount?.(message.name, message.by);
         return;
+      case "ws-send":
+      case "ws-close":
+        this.#events.onSocketOutput?.(message);
+        return;
       case "done":
       case "failed": {
         const pending = this.#settle(executor, message.seq);
@@ -473,6 +487,7 @@ export class ExecutorPool {
   }
 
   #send(executor: Executor, pending: PendingEvent) {
+    const connections = this.#events.socketsOf?.(pending.actor) ?? [];
     try {
       this.#write(executor, {
         type: "event",
@@ -481,6 +496,8 @@ export class ExecutorPool {
         generation: pending.generation,
         until: pending.until,
         request: pending.request,
+        ...(pending.socket ? { socket: pending.socket } : {}),
+        ...(connections.length > 0 ? { connections } : {}),
       });
     } catch (error) {
       // Only a message over the frame limit throws; it never reached the
@@ -547,7 +564,12 @@ export class ExecutorPool {
       // (at a new hold: the caller takes the actor again). Started ones,
       // or any after a crash, may have run.
       if (why === "stuck" && event.startedAt === undefined) {
-        unstarted.push({ actor: event.actor, request: event.request, resolve: event.resolve });
+        unstarted.push({
+          actor: event.actor,
+          request: event.request,
+          socket: event.socket,
+          resolve: event.resolve,
+        });
       } else {
         event.resolve({
           kind: "failed",
@@ -585,6 +607,7 @@ export class ExecutorPool {
     generation: number,
     request: ActorRequest,
     until = 0,
+    socket?: SocketEvent,
   ): Promise<EventOutcome> {
     const executor = this.#executors[index];
     if (!executor.channel && executor.startedAt > this.#options.clock.monotonic()) {
@@ -601,6 +624,7 @@ export class ExecutorPool {
         generation,
         until,
         request,
+        socket,
         resolve,
         startedAt: undefined,
         suspended: false,

@@ -24,6 +24,19 @@ export interface ActorResponse {
   body: Uint8Array;
 }
 
+/**
+ * A WebSocket event of an actor (the spec's "WebSockets"): a socket opened
+ * (the event's `request` is the upgrade request), a message on it, or the
+ * client's close. `connection` is the socket's id, unique per actor.
+ */
+export type SocketEvent =
+  | { kind: "open"; connection: number }
+  | { kind: "message"; connection: number; message: SocketMessage }
+  | { kind: "close"; connection: number; code: number; reason: string };
+
+/** A WebSocket message (`types.ws-message`). */
+export type SocketMessage = { text: string } | { binary: Uint8Array };
+
 /** How an actors.call ended: the callee's answer, or the error the caller gets. */
 export type CallAnswer =
   | { ok: true; response: ActorResponse }
@@ -133,6 +146,10 @@ export type ToExecutor =
      */
     until: number;
     request: ActorRequest;
+    /** Set for a WebSocket event (its `request` is the upgrade's, or empty). */
+    socket?: SocketEvent;
+    /** The actor's open sockets when the event was sent: what `websockets.connections` lists. */
+    connections?: number[];
   }
   | { type: "drop"; actor: ActorKey; generation: number }
   | { type: "abandon"; seq: number; actor: ActorKey }
@@ -183,6 +200,10 @@ export type FromExecutor =
   | { type: "dropped"; actor: ActorKey; generation: number; landed: boolean }
   /** Adds `by` to the counter `name`. */
   | { type: "count"; name: string; by: number }
+  /** An actor's `websockets.send`, sent as it is made. */
+  | { type: "ws-send"; actor: ActorKey; connection: number; message: SocketMessage }
+  /** An actor's `websockets.close`. */
+  | { type: "ws-close"; actor: ActorKey; connection: number; code: number; reason: string }
   | { type: "closed" };
 
 /**
@@ -295,6 +316,37 @@ function response(record: Fields, name: string): ActorResponse {
   return { status: int(r, "status"), headers: headers(r, "headers"), body: bytes(r, "body") };
 }
 
+function ints(record: Fields, name: string): number[] {
+  const value = record[name];
+  if (
+    !Array.isArray(value) || !value.every((v) => typeof v === "number" && Number.isSafeInteger(v))
+  ) {
+    throw new ProtocolError(`${name} is not a list of integers`);
+  }
+  return value as number[];
+}
+
+function socketMessage(record: Fields, name: string): SocketMessage {
+  const m = fields(record[name], name);
+  if (typeof m.text === "string") return { text: m.text };
+  return { binary: bytes(m, "binary") };
+}
+
+function socketEvent(record: Fields, name: string): SocketEvent {
+  const e = fields(record[name], name);
+  const kind = text(e, "kind");
+  const connection = int(e, "connection");
+  switch (kind) {
+    case "open":
+      return { kind, connection };
+    case "message":
+      return { kind, connection, message: socketMessage(e, "message") };
+    case "close":
+      return { kind, connection, code: int(e, "code"), reason: text(e, "reason") };
+  }
+  throw new ProtocolError(`unknown socket event '${kind}'`);
+}
+
 function callAnswer(record: Fields, name: string): CallAnswer {
   const answer = fields(record[name], name);
   if (flag(answer, "ok")) return { ok: true, response: response(answer, "response") };
@@ -369,6 +421,8 @@ export function toExecutorMessage(frame: Plain): ToExecutor {
         generation: int(m, "generation"),
         until: finite(m, "until"),
         request: request(m, "request"),
+        ...(m.socket === undefined ? {} : { socket: socketEvent(m, "socket") }),
+        ...(m.connections === undefined ? {} : { connections: ints(m, "connections") }),
       };
     case "drop":
       return { type, actor: actorKey(m, "actor"), generation: int(m, "generation") };
@@ -440,6 +494,21 @@ export function fromExecutorMessage(frame: Plain): FromExecutor {
       };
     case "count":
       return { type, name: text(m, "name"), by: finite(m, "by") };
+    case "ws-send":
+      return {
+        type,
+        actor: actorKey(m, "actor"),
+        connection: int(m, "connection"),
+        message: socketMessage(m, "message"),
+      };
+    case "ws-close":
+      return {
+        type,
+        actor: actorKey(m, "actor"),
+        connection: int(m, "connection"),
+        code: int(m, "code"),
+        reason: text(m, "reason"),
+      };
   }
   throw new ProtocolError(`unknown message type '${type}' from an executor`);
 }

@@ -8,7 +8,8 @@
  */
 
 import type { ActorKey } from "../actors/key.ts";
-import type { ActorRequest, CallAnswer, ExecutorClass } from "../actors/protocol.ts";
+import type { ActorRequest, CallAnswer, ExecutorClass, SocketMessage } from "../actors/protocol.ts";
+import { MAX_SOCKET_MESSAGE_BYTES } from "../limits.ts";
 import type { ActorStore } from "../actors/actor_store.ts";
 import { type ActorImports, GuestError } from "../actors/abi/direct.ts";
 import { type ActorDatabase, type SqlError, toSqlError } from "../sqlite/actor_database.ts";
@@ -32,6 +33,11 @@ export interface ImportedActor {
   readonly dead: boolean;
   /** The actors waiting on the running event, outermost first (what a call carries). */
   readonly chain: string[];
+  /**
+   * The actor's open WebSockets as the running event's frame listed them,
+   * less those it closed since: what `websockets.connections` answers.
+   */
+  readonly sockets: Set<number>;
   /** Unsets the instance: the next event makes a new one (after a delete-self). */
   dropInstance(): void;
 }
@@ -48,7 +54,21 @@ export interface ImportRuntime {
   suspend<T>(seq: number, work: Promise<T>): Promise<T>;
   /** Sends an actors.call to the node; resolves with its answer. */
   call(actor: ImportedActor, target: ActorKey, request: ActorRequest): Promise<CallAnswer>;
+  /** Sends a message on one of the actor's sockets (the node holds them). */
+  socketSend(actor: ImportedActor, connection: number, message: SocketMessage): void;
+  /** Closes one of the actor's sockets. */
+  socketClose(actor: ImportedActor, connection: number, code: number, reason: string): void;
   log: Logger;
+}
+
+const utf8 = new TextEncoder();
+
+/** Longest close reason, in UTF-8 bytes (RFC 6455: a close frame's payload is at most 125). */
+const MAX_CLOSE_REASON_BYTES = 123;
+
+/** Whether an actor may close with `code`: 1000 (normal) or one of the application's 3000-4999. */
+function isApplicationCloseCode(code: number): boolean {
+  return code === 1000 || (code >= 3000 && code <= 4999);
 }
 
 function unavailable(feature: string, needs: string): string {
@@ -75,6 +95,12 @@ export function hostImports(
   };
   const alive = () => {
     if (actor.dead) throw new Error("the actor was discarded while its event waited");
+  };
+  /** The id of one of the actor's open sockets; anything else is the actor's error. */
+  const openSocket = (connection: bigint): number => {
+    const id = Number(connection);
+    if (!actor.sockets.has(id)) fail(`no WebSocket ${connection} is open on this actor`);
+    return id;
   };
   return {
     exec: (sql, params) => {
@@ -142,10 +168,32 @@ export function hostImports(
     // No alarm can have been set, so "none" is the true answer.
     alarmGet: () => undefined,
     alarmDelete: () => fail(unavailable("alarms.delete", "alarms")),
-    wsSend: () => fail(unavailable("websockets.send", "WebSockets")),
-    wsClose: () => fail(unavailable("websockets.close", "WebSockets")),
-    // No socket can be open, so the empty list is the true answer.
-    wsConnections: () => [],
+    wsSend: (connection, message) => {
+      alive();
+      const id = openSocket(connection);
+      const size = message.tag === "text" ? utf8.encode(message.val).length : message.val.length;
+      if (size > MAX_SOCKET_MESSAGE_BYTES) {
+        fail(`the message is ${size} bytes, over the limit of ${MAX_SOCKET_MESSAGE_BYTES}`);
+      }
+      runtime.socketSend(
+        actor,
+        id,
+        message.tag === "text" ? { text: message.val } : { binary: message.val },
+      );
+    },
+    wsClose: (connection, code, reason) => {
+      alive();
+      const id = openSocket(connection);
+      if (!isApplicationCloseCode(code)) {
+        fail(`an actor closes a WebSocket with 1000 or a code from 3000 to 4999, not ${code}`);
+      }
+      if (utf8.encode(reason).length > MAX_CLOSE_REASON_BYTES) {
+        fail(`a close reason is at most ${MAX_CLOSE_REASON_BYTES} bytes of UTF-8`);
+      }
+      actor.sockets.delete(id);
+      runtime.socketClose(actor, id, code, reason);
+    },
+    wsConnections: () => [...actor.sockets].map(BigInt),
     configGet: (name) => Object.hasOwn(spec.config, name) ? spec.config[name] : undefined,
     log: (level: LogLevel, message) => log[level](message.slice(0, MAX_ACTOR_LOG_CHARS)),
   };

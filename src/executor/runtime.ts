@@ -21,9 +21,11 @@ import { type ActorKey, actorKeyString } from "../actors/key.ts";
 import {
   actorDatabasePath,
   type ActorRequest,
+  type ActorResponse,
   type CallAnswer,
   type ExecutorInit,
   type FromExecutor,
+  type SocketEvent,
   type ToExecutor,
 } from "../actors/protocol.ts";
 import { waitingChain } from "../actors/call_chain.ts";
@@ -97,6 +99,9 @@ export interface RuntimeOptions {
   observer?: RuntimeObserver;
 }
 
+/** What a WebSocket event answers the node: nothing but that it ran. */
+const SOCKET_EVENT_DONE: ActorResponse = { status: 200, headers: [], body: new Uint8Array(0) };
+
 interface ResidentActor extends ImportedActor {
   key: ActorKey;
   id: string;
@@ -109,6 +114,7 @@ interface ResidentActor extends ImportedActor {
   seq: number;
   dead: boolean;
   chain: string[];
+  sockets: Set<number>;
 }
 
 /** What a resident actor stands at, for {@linkcode ExecutorRuntime.inspect}. */
@@ -219,6 +225,10 @@ export class ExecutorRuntime {
       wipe: (path) => this.#databases.wipe(path),
       suspend: (seq, work) => this.#suspend(seq, work),
       call: (actor, target, request) => this.#call(actor, target, request),
+      socketSend: (actor, connection, message) =>
+        this.#post({ type: "ws-send", actor: actor.key, connection, message }),
+      socketClose: (actor, connection, code, reason) =>
+        this.#post({ type: "ws-close", actor: actor.key, connection, code, reason }),
       log: this.#log,
     };
   }
@@ -363,6 +373,7 @@ export class ExecutorRuntime {
       seq,
       dead: false,
       chain,
+      sockets: new Set<number>(),
       exports: undefined,
       dropInstance: () => {
         actor.exports = undefined;
@@ -530,6 +541,8 @@ export class ExecutorRuntime {
     key: ActorKey,
     generation: number,
     request: ActorRequest,
+    socket: SocketEvent | undefined,
+    connections: number[] | undefined,
   ) {
     await this.#acquire();
     if (this.#abandoned.delete(seq)) {
@@ -565,8 +578,11 @@ export class ExecutorRuntime {
       if (before) await this.#suspend(seq, before);
       // A wake that waited on the bucket may end after the lease it began in.
       this.#checkLease(seq, actor);
+      actor.sockets = new Set(connections);
       // A delete-self during the event unsets the instance it runs in.
-      const response = await actor.exports!.onRequest(request);
+      const response = socket
+        ? await this.#socketEvent(actor.exports!, socket, request)
+        : await actor.exports!.onRequest(request);
       if (db()?.inTransaction) {
         throw new EventFailure(500, "the event ended with a transaction open; it was rolled back");
       }
@@ -603,6 +619,32 @@ export class ExecutorRuntime {
       this.#abandoned.delete(seq);
       this.#release();
     }
+  }
+
+  /** Runs a WebSocket event's export; its answer to the node is empty. */
+  async #socketEvent(
+    exports: ActorExportCalls,
+    socket: SocketEvent,
+    request: ActorRequest,
+  ): Promise<ActorResponse> {
+    const connection = BigInt(socket.connection);
+    switch (socket.kind) {
+      case "open":
+        await exports.onWebsocketOpen(connection, request);
+        break;
+      case "message":
+        await exports.onWebsocketMessage(
+          connection,
+          "text" in socket.message
+            ? { tag: "text", val: socket.message.text }
+            : { tag: "binary", val: socket.message.binary },
+        );
+        break;
+      case "close":
+        await exports.onWebsocketClose(connection, socket.code, socket.reason);
+        break;
+    }
+    return SOCKET_EVENT_DONE;
   }
 
   #errorId(): string {
@@ -688,7 +730,16 @@ export class ExecutorRuntime {
         this.#lease.received(message.seq, message.until);
         this.#chain(
           id,
-          () => this.#runEvent(message.seq, id, message.actor, message.generation, message.request),
+          () =>
+            this.#runEvent(
+              message.seq,
+              id,
+              message.actor,
+              message.generation,
+              message.request,
+              message.socket,
+              message.connections,
+            ),
         );
         return;
       }

@@ -15,6 +15,7 @@ import {
 } from "./unread_body.ts";
 import { withCallHeaders } from "../actors/call_chain.ts";
 import { CALL_HEADERS } from "../security/call_signature.ts";
+import { handshakeProblem } from "../websockets/handshake.ts";
 
 /** The header naming the node that answered. */
 export const NODE_HEADER = "x-wasmkeep-node";
@@ -44,6 +45,12 @@ export interface ClientHandlerContext {
   hasClass(name: string): boolean;
   /** Why the node is not ready, or `undefined` when it is. */
   notReadyReason(): string | undefined;
+  /**
+   * Opens a WebSocket to the actor `key` for a valid upgrade `request`
+   * (`upgrade` is it as the actor's `on-websocket-open` sees it): the 101,
+   * or the answer refusing it. Unset: upgrades are answered 501.
+   */
+  openSocket?(key: ActorKey, request: Request, upgrade: ActorRequest): Promise<Response>;
   /**
    * `client.signal` aborts when the client leaves (a failover wait drops the
    * request then). Read it only when needed: Deno.serve makes the signal on
@@ -327,12 +334,27 @@ export function createClientHandler(
     }
     const problem = actorNameProblem(name);
     if (problem) return withNode(textResponse(400, `bad actor name: ${problem}`));
+    const reason = context.notReadyReason();
     if (headers.upgrade?.toLowerCase() === "websocket") {
+      const problem = handshakeProblem(request);
+      if (problem) return withNode(textResponse(400, `bad WebSocket upgrade: ${problem}`));
+      if (!context.openSocket) {
+        return withNode(textResponse(501, "WebSockets are not served on this port"));
+      }
+      if (reason) {
+        return withNode(textResponse(503, `not ready: ${reason}`, { "retry-after": "1" }));
+      }
+      if (context.isInternal?.(className)) return withNode(internal(className));
       return withNode(
-        textResponse(501, "WebSockets to actors are not available in this version yet"),
+        await context.openSocket({ tenant: context.tenant, class: className, name }, request, {
+          method: request.method,
+          path: rest.length > 0 ? "/" + rest.join("/") : "/",
+          query: url.search.slice(1),
+          headers: headers.pairs,
+          body: EMPTY,
+        }),
       );
     }
-    const reason = context.notReadyReason();
     if (reason) return withNode(textResponse(503, `not ready: ${reason}`, { "retry-after": "1" }));
 
     // Taken before the body is read: a client sending its body slowly holds

@@ -55,6 +55,8 @@ import {
   wallClockOf,
 } from "./policies.ts";
 import type { ClientListen, ClientListener } from "./listen.ts";
+import { ActorSockets } from "../websockets/actor_sockets.ts";
+import { socketOpener } from "../websockets/upgrade.ts";
 
 /** What a node is built from besides its options: its seams. */
 export interface NodeSeams {
@@ -127,6 +129,8 @@ export interface NodeParts {
   listener: ClientListener;
   /** The upgrades this node relays to peers, cut together when trust in a peer ends. */
   relays: Relays;
+  /** The WebSockets of the actors this node serves. */
+  sockets: ActorSockets;
 }
 
 /**
@@ -317,6 +321,17 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     waits,
     log,
   });
+  // Socket events go to the host directly, in arrival order: the socket is on this node.
+  const sockets = new ActorSockets({
+    dispatch: (key, request, socket) => host.dispatch(key, request, socket),
+    log,
+    clock,
+  });
+  metrics.gauge("wasmkeep_websockets", "WebSockets open on this node.", () => sockets.count);
+  const openSocket = socketOpener({
+    sockets,
+    route: plane && ((key) => plane.route(key, false, (actor) => host.holds(actor))),
+  });
   const classNames = new Set(classes.map((c) => c.className));
   const internalClasses = new Set(
     options.actors.filter((actor) => actor.internal).map((actor) => actor.className),
@@ -352,6 +367,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
   const verifyCall = (request: Parameters<CallSecurity["verify"]>[0]) => calls.verify(request);
   const handler = createClientHandler({
     ...handlerContext,
+    openSocket,
     renderMetrics: () => metrics.render(),
     // Refusing plain HTTP between nodes, a signed call on the client
     // listener is a client's request (no caller, internal classes refused).
@@ -379,6 +395,8 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     onGiveUp: (actor, generation) => host.gaveUp(actor, generation),
     onCall,
     onCount: (name, by) => counters.replication(name, by),
+    socketsOf: (actor) => sockets.connections(actor),
+    onSocketOutput: (message) => sockets.output(message),
     onExecutorReplaced: (index, unstarted) => {
       counters.executorReplaced();
       host.executorReplaced(index, unstarted);
@@ -430,5 +448,6 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     clusterHandler,
     listener,
     relays: new Relays(),
+    sockets,
   };
 }

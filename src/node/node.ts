@@ -9,6 +9,7 @@
  * @module
  */
 
+import { CLOSE } from "../websockets/actor_sockets.ts";
 import { type Clock, type Random, systemClock, systemRandom, type Timer } from "../time/clock.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { loadComponent } from "../actors/component.ts";
@@ -410,6 +411,9 @@ export class WasmKeepNode {
     this.#startAbort.abort(new Error("the node is stopping"));
     // Kept requests get their 503 now: this node takes nothing over any more.
     waits.stop();
+    // Its actors' sockets close with 1012 (before the server's shutdown
+    // closes them with 1001): their clients reconnect, to another node.
+    await this.#parts.sockets.closeAll(CLOSE.serviceRestart, "the node is stopping");
     const serverDone = listener.shutdown();
     this.#revokeTimer?.cancel();
     // What this node relays to other nodes is cut: its clients reconnect elsewhere.

@@ -119,10 +119,18 @@ export class GuestError {
   constructor(readonly payload: unknown) {}
 }
 
+/** A WebSocket message as the bindings carry it (`types.ws-message`). */
+export type WsMessage = { tag: "text"; val: string } | { tag: "binary"; val: Uint8Array };
+
 /** An actor's exports, called by the executor. */
 export interface ActorExportCalls {
   onInit(): Promise<void>;
   onRequest(request: ActorRequest): Promise<ActorResponse>;
+  /** A socket opened; `request` is its upgrade request. */
+  onWebsocketOpen(connection: bigint, request: ActorRequest): Promise<void>;
+  onWebsocketMessage(connection: bigint, message: WsMessage): Promise<void>;
+  /** The client closed the socket. */
+  onWebsocketClose(connection: bigint, code: number, reason: string): Promise<void>;
 }
 
 const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
@@ -622,6 +630,9 @@ interface MainExports {
   cabi_realloc: Realloc;
   "on-init": () => number;
   "on-request": (...args: number[]) => number;
+  "on-websocket-open": (connection: bigint, ...args: number[]) => void;
+  "on-websocket-message": (connection: bigint, tag: number, ptr: number, len: number) => void;
+  "on-websocket-close": (connection: bigint, code: number, ptr: number, len: number) => void;
   "cabi_post_on-init"?: (ptr: number) => void;
   "cabi_post_on-request"?: (ptr: number) => void;
 }
@@ -650,6 +661,32 @@ export function instantiateDirect(
   // waits (exec-durable, delete-self, call) can suspend.
   const onInit = JSPI.promising(exports["on-init"]);
   const onRequest = JSPI.promising(exports["on-request"]);
+  const onWebsocketOpen = JSPI.promising(exports["on-websocket-open"]);
+  const onWebsocketMessage = JSPI.promising(exports["on-websocket-message"]);
+  const onWebsocketClose = JSPI.promising(exports["on-websocket-close"]);
+  /** The request's fields lowered in the order jco's glue uses: method, path, query, headers, body. */
+  const lowerRequest = (request: ActorRequest): number[] => {
+    const methodPtr = guest.lowerString(request.method);
+    const methodLength = guest.lowered;
+    const pathPtr = guest.lowerString(request.path);
+    const pathLength = guest.lowered;
+    const queryPtr = guest.lowerString(request.query);
+    const queryLength = guest.lowered;
+    const headersPtr = guest.putHeaders(request.headers);
+    const bodyPtr = guest.put(request.body);
+    return [
+      methodPtr,
+      methodLength,
+      pathPtr,
+      pathLength,
+      queryPtr,
+      queryLength,
+      headersPtr,
+      request.headers.length,
+      bodyPtr,
+      request.body.length,
+    ];
+  };
 
   return {
     async onInit(): Promise<void> {
@@ -665,27 +702,7 @@ export function instantiateDirect(
       if (failed) throw Object.assign(new Error(message), { payload: message });
     },
     async onRequest(request: ActorRequest): Promise<ActorResponse> {
-      // Lowered in the order jco's glue uses: method, path, query, headers, body.
-      const methodPtr = guest.lowerString(request.method);
-      const methodLength = guest.lowered;
-      const pathPtr = guest.lowerString(request.path);
-      const pathLength = guest.lowered;
-      const queryPtr = guest.lowerString(request.query);
-      const queryLength = guest.lowered;
-      const headersPtr = guest.putHeaders(request.headers);
-      const bodyPtr = guest.put(request.body);
-      const ret = (await onRequest(
-        methodPtr,
-        methodLength,
-        pathPtr,
-        pathLength,
-        queryPtr,
-        queryLength,
-        headersPtr,
-        request.headers.length,
-        bodyPtr,
-        request.body.length,
-      )) >>> 0;
+      const ret = (await onRequest(...lowerRequest(request))) >>> 0;
       const view = guest.view;
       const response: ActorResponse = {
         status: view.getUint16(ret, true),
@@ -694,6 +711,23 @@ export function instantiateDirect(
       };
       postOnRequest?.(ret);
       return response;
+    },
+    async onWebsocketOpen(connection: bigint, request: ActorRequest): Promise<void> {
+      await onWebsocketOpen(BigInt.asIntN(64, connection), ...lowerRequest(request));
+    },
+    async onWebsocketMessage(connection: bigint, message: WsMessage): Promise<void> {
+      const ptr = message.tag === "text" ? guest.lowerString(message.val) : guest.put(message.val);
+      const len = message.tag === "text" ? guest.lowered : message.val.length;
+      await onWebsocketMessage(
+        BigInt.asIntN(64, connection),
+        message.tag === "text" ? 0 : 1,
+        ptr,
+        len,
+      );
+    },
+    async onWebsocketClose(connection: bigint, code: number, reason: string): Promise<void> {
+      const ptr = guest.lowerString(reason);
+      await onWebsocketClose(BigInt.asIntN(64, connection), code, ptr, guest.lowered);
     },
   };
 }

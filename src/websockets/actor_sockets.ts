@@ -1,0 +1,305 @@
+/**
+ * The WebSockets of the actors this node serves (the spec's "WebSockets"):
+ * the node holds each socket, and what happens on it becomes an event of
+ * its actor, queued with the actor's requests in arrival order: `open`
+ * when it opened (with the upgrade request), `message` per message, `close`
+ * when the client closed it. From any event the actor sends on its sockets
+ * and closes them (`websockets.send`, `websockets.close`), which reach
+ * this node as its executor's frames, in order.
+ *
+ * What an event's failure does to its socket:
+ *
+ * - a trap, or an error of the actor, costs the event only: the socket
+ *   stays open unless the actor closes it;
+ * - an `open` event that could not run at all (the actor's queue full, its
+ *   node not ready) closes the socket with 1013 (try again later);
+ * - an event refused because another node holds the actor closes the
+ *   socket with 1012 (the actor moved), and no `close` event runs for it
+ *   here.
+ *
+ * Bounds: sockets per actor and per node (each an open file), a message's
+ * size either way ({@linkcode MAX_SOCKET_MESSAGE_BYTES}: a larger one from
+ * the client closes its socket with 1009), and what a socket may have
+ * buffered unsent ({@linkcode MAX_SOCKET_BUFFERED_BYTES}: a client that does
+ * not read is closed with 1013 rather than growing the node's memory).
+ *
+ * Connection ids are unique per actor and stable while the socket is open:
+ * one counter for the node, started from its clock (ms × 1024), so a node
+ * that restarts does not give out an id its previous process gave.
+ *
+ * @module
+ */
+
+import { type ActorKey, actorKeyString } from "../actors/key.ts";
+import type {
+  ActorRequest,
+  EventOutcome,
+  FromExecutor,
+  SocketEvent,
+  SocketMessage,
+} from "../actors/protocol.ts";
+import { MAX_NODE_SOCKETS, MAX_SOCKET_MESSAGE_BYTES, MAX_SOCKETS_PER_ACTOR } from "../limits.ts";
+import type { Logger } from "../log.ts";
+import type { Clock, Timer } from "../time/clock.ts";
+
+/**
+ * Most bytes a socket may have queued to its client unsent; past it the
+ * socket is closed with 1013 (4 MiB: four of the largest messages).
+ */
+export const MAX_SOCKET_BUFFERED_BYTES = 4 * MAX_SOCKET_MESSAGE_BYTES;
+
+/**
+ * Longest wait for a client to answer a close this node sent; past it the
+ * client is dropped (the spec's 5 s).
+ */
+export const CLOSE_ANSWER_MS = 5_000;
+
+/** The close codes this node sends of its own (RFC 6455, section 7.4.1). */
+export const CLOSE = {
+  /** A message over the size limit. */
+  tooBig: 1009,
+  /** The node cannot serve the socket now (the client may reconnect). */
+  tryAgainLater: 1013,
+  /** The actor moved to another node, or this node stops (the client reconnects). */
+  serviceRestart: 1012,
+} as const;
+
+/** What {@linkcode ActorSockets} works with. */
+export interface ActorSocketsOptions {
+  /** Runs a socket event on its actor, queued with its requests. */
+  dispatch(key: ActorKey, request: ActorRequest, socket: SocketEvent): Promise<EventOutcome>;
+  log: Logger;
+  /** Starts the connection ids. */
+  clock: Clock;
+  /** Default {@linkcode MAX_SOCKETS_PER_ACTOR}. */
+  maxPerActor?: number;
+  /** Default {@linkcode MAX_NODE_SOCKETS}. */
+  maxSockets?: number;
+}
+
+/** One open socket. */
+interface OpenSocket {
+  id: number;
+  key: ActorKey;
+  actorId: string;
+  socket: WebSocket;
+  /** Closed by the actor or the node: its client's close is no event. */
+  closedHere: boolean;
+  /** Resolves when the socket closed (the client answered the close, or the connection ended). */
+  ended: Promise<void>;
+  end: () => void;
+}
+
+const EMPTY_REQUEST: ActorRequest = {
+  method: "GET",
+  path: "/",
+  query: "",
+  headers: [],
+  body: new Uint8Array(0),
+};
+
+/**
+ * The sockets of this node's actors.
+ *
+ * @example
+ * ```ts ignore
+ * const sockets = new ActorSockets({ dispatch: (key, request, socket) =>
+ *   host.dispatch(key, request, socket), log, clock });
+ * const { socket, response } = Deno.upgradeWebSocket(request);
+ * sockets.accept(key, upgradeRequest, socket);
+ * return response;
+ * ```
+ */
+export class ActorSockets {
+  readonly #o: ActorSocketsOptions;
+  readonly #byActor = new Map<string, Map<number, OpenSocket>>();
+  #count = 0;
+  #nextId: number;
+
+  /** No socket open yet. */
+  constructor(options: ActorSocketsOptions) {
+    this.#o = options;
+    this.#nextId = Math.floor(options.clock.now()) * 1024;
+  }
+
+  /** Sockets open on this node. */
+  get count(): number {
+    return this.#count;
+  }
+
+  /** Why another socket of `key` cannot open now (the 503's line), or undefined. */
+  refusal(key: ActorKey): string | undefined {
+    const maxSockets = this.#o.maxSockets ?? MAX_NODE_SOCKETS;
+    if (this.#count >= maxSockets) {
+      return `this node has its maximum of ${maxSockets} WebSockets open; retry`;
+    }
+    const maxPerActor = this.#o.maxPerActor ?? MAX_SOCKETS_PER_ACTOR;
+    if ((this.#byActor.get(actorKeyString(key))?.size ?? 0) >= maxPerActor) {
+      return `the actor has its maximum of ${maxPerActor} WebSockets open; retry`;
+    }
+    return undefined;
+  }
+
+  /**
+   * Takes a socket `Deno.upgradeWebSocket` made for `key`: its `open` event
+   * runs once it opened, with `request` (the upgrade's). Returns its id.
+   */
+  accept(key: ActorKey, request: ActorRequest, socket: WebSocket): number {
+    const id = this.#nextId++;
+    const actorId = actorKeyString(key);
+    const { promise: ended, resolve: end } = Promise.withResolvers<void>();
+    const entry: OpenSocket = { id, key, actorId, socket, closedHere: false, ended, end };
+    let sockets = this.#byActor.get(actorId);
+    if (!sockets) this.#byActor.set(actorId, sockets = new Map());
+    sockets.set(id, entry);
+    this.#count++;
+    socket.binaryType = "arraybuffer";
+    socket.onopen = () => this.#event(entry, request, { kind: "open", connection: id });
+    socket.onmessage = (event: MessageEvent) => this.#message(entry, event.data);
+    socket.onclose = (event: CloseEvent) => {
+      entry.end();
+      this.#closed(entry, event.code, event.reason);
+    };
+    // An error is followed by its close event, which ends the socket.
+    socket.onerror = () => {};
+    return id;
+  }
+
+  /** The ids of `key`'s open sockets: what its next event lists. */
+  connections(key: ActorKey): number[] {
+    const sockets = this.#byActor.get(actorKeyString(key));
+    return sockets ? [...sockets.keys()] : [];
+  }
+
+  /** An actor's `websockets.send` or `websockets.close`, from its executor. */
+  output(message: Extract<FromExecutor, { type: "ws-send" } | { type: "ws-close" }>): void {
+    const entry = this.#byActor.get(actorKeyString(message.actor))?.get(message.connection);
+    // Closed since the event listed it: what it sent goes nowhere.
+    if (!entry || entry.socket.readyState !== WebSocket.OPEN) return;
+    if (message.type === "ws-close") {
+      this.#closeHere(entry, message.code, message.reason);
+      return;
+    }
+    this.#send(entry, message.message);
+  }
+
+  /**
+   * Closes every socket with `code` (1012 when the node stops), with no
+   * `close` event for them; resolves once every client answered its close,
+   * or after {@linkcode CLOSE_ANSWER_MS}.
+   */
+  async closeAll(code: number, reason: string): Promise<void> {
+    const ended: Promise<void>[] = [];
+    for (const sockets of [...this.#byActor.values()]) {
+      for (const entry of [...sockets.values()]) {
+        this.#closeHere(entry, code, reason);
+        ended.push(entry.ended);
+      }
+    }
+    if (ended.length === 0) return;
+    let timer: Timer | undefined;
+    const late = new Promise<void>((resolve) => {
+      timer = this.#o.clock.setTimer(CLOSE_ANSWER_MS, resolve);
+    });
+    await Promise.race([Promise.all(ended), late]);
+    timer?.cancel();
+  }
+
+  #send(entry: OpenSocket, message: SocketMessage): void {
+    const { socket } = entry;
+    if (socket.bufferedAmount > MAX_SOCKET_BUFFERED_BYTES) {
+      this.#o.log.warn("closing a WebSocket whose client does not read", {
+        actor: entry.actorId,
+        connection: entry.id,
+        buffered: socket.bufferedAmount,
+      });
+      this.#closeByNode(entry, CLOSE.tryAgainLater, "the client does not read its messages");
+      return;
+    }
+    socket.send("text" in message ? message.text : message.binary as Uint8Array<ArrayBuffer>);
+  }
+
+  #message(entry: OpenSocket, data: unknown): void {
+    const message: SocketMessage = typeof data === "string"
+      ? { text: data }
+      : { binary: new Uint8Array(data as ArrayBuffer) };
+    const tooBig = "text" in message
+      ? textOverLimit(message.text)
+      : message.binary.length > MAX_SOCKET_MESSAGE_BYTES;
+    if (tooBig) {
+      this.#closeByNode(
+        entry,
+        CLOSE.tooBig,
+        `messages are at most ${MAX_SOCKET_MESSAGE_BYTES} bytes`,
+      );
+      return;
+    }
+    this.#event(entry, EMPTY_REQUEST, { kind: "message", connection: entry.id, message });
+  }
+
+  #closed(entry: OpenSocket, code: number, reason: string): void {
+    if (!this.#forget(entry) || entry.closedHere) return;
+    this.#event(entry, EMPTY_REQUEST, { kind: "close", connection: entry.id, code, reason });
+  }
+
+  /** Closed by the actor or by the node: no `close` event follows. */
+  #closeHere(entry: OpenSocket, code: number, reason: string): void {
+    entry.closedHere = true;
+    this.#forget(entry);
+    try {
+      entry.socket.close(code, reason);
+    } catch {
+      // Already closing.
+    }
+  }
+
+  /** Closed by the node for its client's doing (too big, not reading): the actor is told. */
+  #closeByNode(entry: OpenSocket, code: number, reason: string): void {
+    this.#closeHere(entry, code, reason);
+    this.#event(entry, EMPTY_REQUEST, { kind: "close", connection: entry.id, code, reason });
+  }
+
+  /** Removes `entry`; false when it was removed before. */
+  #forget(entry: OpenSocket): boolean {
+    const sockets = this.#byActor.get(entry.actorId);
+    if (!sockets?.delete(entry.id)) return false;
+    if (sockets.size === 0) this.#byActor.delete(entry.actorId);
+    this.#count--;
+    return true;
+  }
+
+  #event(entry: OpenSocket, request: ActorRequest, socket: SocketEvent): void {
+    this.#o.dispatch(entry.key, request, socket).then((outcome) => {
+      if (outcome.kind !== "failed") return;
+      if (outcome.heldBy !== undefined) {
+        // Another node took the actor: this node's sockets of it close, unannounced here.
+        this.#closeHere(entry, CLOSE.serviceRestart, "the actor moved to another node");
+        return;
+      }
+      this.#o.log.warn("a WebSocket event failed", {
+        actor: entry.actorId,
+        connection: entry.id,
+        event: socket.kind,
+        status: outcome.status,
+        reason: outcome.message,
+      });
+      if (socket.kind === "open" && outcome.status === 503) {
+        this.#closeHere(entry, CLOSE.tryAgainLater, "the actor could not be run; retry");
+      }
+    }, (error) => {
+      this.#o.log.error("a WebSocket event could not be dispatched", {
+        actor: entry.actorId,
+        error: String(error),
+      });
+    });
+  }
+}
+
+const utf8 = new TextEncoder();
+
+/** Whether `text` is over the message limit in UTF-8. */
+function textOverLimit(text: string): boolean {
+  // UTF-8 takes at most three bytes per UTF-16 unit: most messages need no encoding to tell.
+  if (text.length * 3 <= MAX_SOCKET_MESSAGE_BYTES) return false;
+  return utf8.encode(text).length > MAX_SOCKET_MESSAGE_BYTES;
+}

@@ -1,0 +1,162 @@
+/**
+ * WebSockets to actors on one node (issue 18, item 1), through a real node
+ * process, its executor and the testbed component, with Deno's WebSocket
+ * client: the testbed echoes every message on the socket it came on, logs
+ * its opens and closes, and answers `/ws` with the number of sockets open.
+ */
+
+import assert from "node:assert/strict";
+import { TESTBED_WASM, withNode } from "../helpers/node_process.ts";
+
+/** A socket to `url`, opened; its messages queued as they come. */
+async function openSocket(url: string) {
+  const socket = new WebSocket(url);
+  socket.binaryType = "arraybuffer";
+  const messages: (string | Uint8Array)[] = [];
+  const waiters: (() => void)[] = [];
+  socket.onmessage = (event) => {
+    messages.push(
+      typeof event.data === "string" ? event.data : new Uint8Array(event.data as ArrayBuffer),
+    );
+    for (const wake of waiters.splice(0)) wake();
+  };
+  const closed = new Promise<CloseEvent>((resolve) => {
+    socket.onclose = resolve;
+  });
+  await new Promise<void>((resolve, reject) => {
+    socket.onopen = () => resolve();
+    socket.onerror = (event) =>
+      reject(new Error(`the socket failed: ${(event as ErrorEvent).message}`));
+  });
+  const next = async (): Promise<string | Uint8Array> => {
+    while (messages.length === 0) await new Promise<void>((resolve) => waiters.push(resolve));
+    return messages.shift()!;
+  };
+  return { socket, next, closed };
+}
+
+async function until(what: string, check: () => boolean | Promise<boolean>, ms = 10_000) {
+  const deadline = Date.now() + ms;
+  while (!await check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+Deno.test("websockets: an actor's socket on one node echoes text and binary, is listed, and its close runs on-websocket-close", async () => {
+  await withNode(["--actor", `testbed=${TESTBED_WASM}`, "--node-id", "ws"], async (node) => {
+    const wsUrl = node.url.replace(/^http/, "ws");
+    const a = await openSocket(`${wsUrl}/actor/testbed/room/chat?x=1`);
+    a.socket.send("hello");
+    assert.equal(await a.next(), "hello");
+    a.socket.send(new Uint8Array([1, 2, 3]));
+    assert.deepEqual(await a.next(), new Uint8Array([1, 2, 3]));
+    await until("the open event's log line", () => node.logs().includes("websocket open /chat"));
+
+    const b = await openSocket(`${wsUrl}/actor/testbed/room`);
+    const count = async () =>
+      (await (await fetch(`${node.url}/actor/testbed/room/ws`)).text()).trim();
+    assert.equal(await count(), "2", "websockets.connections lists both");
+    // Another actor's sockets are its own.
+    assert.equal(
+      (await (await fetch(`${node.url}/actor/testbed/other/ws`)).text()).trim(),
+      "0",
+    );
+
+    a.socket.close(1000, "bye");
+    await a.closed;
+    await until("the close event", () => node.logs().includes("websocket close 1000 bye"));
+    assert.equal(await count(), "1");
+    // The other socket is untouched, and serves in order with the actor's requests.
+    b.socket.send("still here");
+    assert.equal(await b.next(), "still here");
+    b.socket.close();
+    await b.closed;
+    await until("no socket left", async () => await count() === "0");
+  });
+});
+
+Deno.test("websockets: the actor sends from a request's event, closes a socket itself, and a trap costs only its event", async () => {
+  await withNode(["--actor", `testbed=${TESTBED_WASM}`, "--node-id", "ws"], async (node) => {
+    const wsUrl = node.url.replace(/^http/, "ws");
+    const get = async (path: string) => {
+      const response = await fetch(`${node.url}/actor/testbed/room${path}`);
+      return { status: response.status, text: (await response.text()).trim() };
+    };
+    const a = await openSocket(`${wsUrl}/actor/testbed/room`);
+    const b = await openSocket(`${wsUrl}/actor/testbed/room`);
+    // From an HTTP request's event, to every socket of the actor.
+    assert.deepEqual(await get("/ws-send?news"), { status: 200, text: "sent 2" });
+    assert.equal(await a.next(), "news");
+    assert.equal(await b.next(), "news");
+    // An id that is not open is the actor's error, not a trap.
+    const wrong = await get("/ws-send-to?12345");
+    assert.equal(wrong.status, 400);
+    assert.match(wrong.text, /no WebSocket 12345 is open on this actor/);
+
+    // A trap in a message's event: the socket stays open, the actor serves on.
+    a.socket.send("trap");
+    await until("the trap's log line", () => /actor failed.*room/.test(node.logs()));
+    a.socket.send("count");
+    assert.equal(await a.next(), "2");
+    // The actor's socket events write to its database like its requests.
+    a.socket.send("insert");
+    assert.equal(await a.next(), "inserted");
+    assert.equal((await get("/rows")).text, "1");
+
+    // Closed by the actor: the client gets its code and reason, no close event runs.
+    b.socket.send("close");
+    const event = await b.closed;
+    assert.equal(event.code, 4000);
+    assert.equal(event.reason, "closed by the actor");
+    assert.deepEqual(await get("/ws"), { status: 200, text: "1" });
+    assert.equal(node.logs().includes("websocket close 4000"), false);
+    a.socket.close();
+    await a.closed;
+  });
+});
+
+Deno.test("websockets: a malformed upgrade is 400 in one line; an unknown class is 404", async () => {
+  await withNode(["--actor", `testbed=${TESTBED_WASM}`, "--node-id", "ws"], async (node) => {
+    const upgrade = (path: string, headers: Record<string, string>) =>
+      fetch(`${node.url}${path}`, { headers: { upgrade: "websocket", ...headers } });
+    const noVersion = await upgrade("/actor/testbed/room", {
+      connection: "upgrade",
+      "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==",
+    });
+    assert.equal(noVersion.status, 400);
+    assert.equal(
+      await noVersion.text(),
+      "bad WebSocket upgrade: this node speaks WebSocket version 13, not none (sec-websocket-version)\n",
+    );
+    const badKey = await upgrade("/actor/testbed/room", {
+      connection: "upgrade",
+      "sec-websocket-version": "13",
+      "sec-websocket-key": "short",
+    });
+    assert.equal(badKey.status, 400);
+    assert.equal(
+      await badKey.text(),
+      "bad WebSocket upgrade: the sec-websocket-key is not 16 bytes in base64\n",
+    );
+    const unknown = await upgrade("/actor/nosuch/room", {
+      connection: "upgrade",
+      "sec-websocket-version": "13",
+      "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==",
+    });
+    assert.equal(unknown.status, 404);
+    await unknown.body?.cancel();
+  });
+});
+
+Deno.test("websockets: the node's clean stop closes its sockets with 1012", async () => {
+  let closed: Promise<CloseEvent> | undefined;
+  await withNode(["--actor", `testbed=${TESTBED_WASM}`, "--node-id", "ws"], async (node) => {
+    const a = await openSocket(`${node.url.replace(/^http/, "ws")}/actor/testbed/room`);
+    a.socket.send("ping");
+    assert.equal(await a.next(), "ping");
+    closed = a.closed;
+  });
+  const event = await closed!;
+  assert.equal(event.code, 1012);
+});
