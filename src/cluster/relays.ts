@@ -25,7 +25,7 @@ export interface RelayPeer {
 interface Open {
   peer: RelayPeer;
   cut: AbortController;
-  ended: Promise<RelayEnd>;
+  ended: Promise<unknown>;
 }
 
 /**
@@ -44,6 +44,11 @@ export class Relays {
 
   constructor(max = MAX_RELAYS) {
     this.#max = max;
+  }
+
+  /** Whether {@linkcode MAX_RELAYS} are open: another would be refused. */
+  get full(): boolean {
+    return this.#open.size >= this.#max;
   }
 
   /** Relays open now. */
@@ -68,18 +73,31 @@ export class Relays {
       return undefined;
     }
     const cut = new AbortController();
-    const open: Open = {
-      peer,
-      cut,
-      ended: relay(client, peerConn, {
-        cut: cut.signal,
-        fromA: leftovers.fromClient,
-        fromB: leftovers.fromPeer,
-      }),
-    };
+    const ended = relay(client, peerConn, {
+      cut: cut.signal,
+      fromA: leftovers.fromClient,
+      fromB: leftovers.fromPeer,
+    });
+    const open: Open = { peer, cut, ended };
     this.#open.add(open);
-    open.ended.then(() => this.#open.delete(open));
-    return open.ended;
+    ended.then(() => this.#open.delete(open));
+    return ended;
+  }
+
+  /**
+   * Holds a relay made elsewhere (a WebSocket relayed message by message,
+   * `src/websockets/socket_relay.ts`) until `ended`; `cut` ends it when the
+   * peer is no longer trusted or the node stops. False, and nothing held,
+   * when {@linkcode MAX_RELAYS} are open already.
+   */
+  hold(peer: RelayPeer, ended: Promise<unknown>, cut: (reason: Error) => void): boolean {
+    if (this.#open.size >= this.#max) return false;
+    const controller = new AbortController();
+    controller.signal.addEventListener("abort", () => cut(controller.signal.reason));
+    const open: Open = { peer, cut: controller, ended };
+    this.#open.add(open);
+    ended.finally(() => this.#open.delete(open));
+    return true;
   }
 
   /** Cuts the relays to every peer `trusted` says no to; how many. One call per relay. */

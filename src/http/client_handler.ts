@@ -284,6 +284,39 @@ function failedAnswer(outcome: FailedOutcome): Response {
 }
 
 /**
+ * The actor a path `/actor/<class>/<name>[/<rest>]` names, with what
+ * follows its name (`/` when nothing does); or the status and line of the
+ * answer refusing it (400 for a name that is not valid, 404 for a class
+ * this node does not have).
+ *
+ * @example
+ * ```ts
+ * import { actorTarget } from "./client_handler.ts";
+ * actorTarget("/actor/room/lobby/chat", () => true); // { className: "room", name: "lobby", rest: "/chat" }
+ * ```
+ */
+export function actorTarget(
+  pathname: string,
+  hasClass: (name: string) => boolean,
+): { className: string; name: string; rest: string } | { status: number; line: string } {
+  const [, , rawClass, rawName, ...rest] = pathname.split("/");
+  let className: string;
+  let name: string;
+  try {
+    className = decodeURIComponent(rawClass);
+    name = decodeURIComponent(rawName ?? "");
+  } catch {
+    return { status: 400, line: "bad request: the path is not valid percent-encoding" };
+  }
+  if (!hasClass(className)) {
+    return { status: 404, line: `no actor class '${className}' on this node` };
+  }
+  const problem = actorNameProblem(name);
+  if (problem) return { status: 400, line: `bad actor name: ${problem}` };
+  return { className, name, rest: rest.length > 0 ? "/" + rest.join("/") : "/" };
+}
+
+/**
  * Creates the handler of the client listener.
  *
  * @example
@@ -320,20 +353,9 @@ export function createClientHandler(
     }
     if (!url.pathname.startsWith("/actor/")) return withNode(textResponse(404, "not found"));
 
-    const [, , rawClass, rawName, ...rest] = url.pathname.split("/");
-    let className: string;
-    let name: string;
-    try {
-      className = decodeURIComponent(rawClass);
-      name = decodeURIComponent(rawName ?? "");
-    } catch {
-      return withNode(textResponse(400, "bad request: the path is not valid percent-encoding"));
-    }
-    if (!context.hasClass(className)) {
-      return withNode(textResponse(404, `no actor class '${className}' on this node`));
-    }
-    const problem = actorNameProblem(name);
-    if (problem) return withNode(textResponse(400, `bad actor name: ${problem}`));
+    const target = actorTarget(url.pathname, context.hasClass);
+    if ("status" in target) return withNode(textResponse(target.status, target.line));
+    const { className, name, rest } = target;
     const reason = context.notReadyReason();
     if (headers.upgrade?.toLowerCase() === "websocket") {
       const problem = handshakeProblem(request);
@@ -348,7 +370,7 @@ export function createClientHandler(
       return withNode(
         await context.openSocket({ tenant: context.tenant, class: className, name }, request, {
           method: request.method,
-          path: rest.length > 0 ? "/" + rest.join("/") : "/",
+          path: rest,
           query: url.search.slice(1),
           headers: headers.pairs,
           body: EMPTY,
@@ -397,7 +419,7 @@ export function createClientHandler(
       else if (context.isInternal?.(className)) return withNode(internal(className));
       const outcome = await context.dispatch({ tenant: context.tenant, class: className, name }, {
         method: request.method,
-        path: rest.length > 0 ? "/" + rest.join("/") : "/",
+        path: rest,
         query: url.search.slice(1),
         headers: eventHeaders,
         body,

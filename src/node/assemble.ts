@@ -56,7 +56,8 @@ import {
 } from "./policies.ts";
 import type { ClientListen, ClientListener } from "./listen.ts";
 import { ActorSockets } from "../websockets/actor_sockets.ts";
-import { socketOpener } from "../websockets/upgrade.ts";
+import { relayedSocketAcceptor, socketOpener } from "../websockets/upgrade.ts";
+import type { UpgradeAnswer } from "../net/h1/server.ts";
 
 /** What a node is built from besides its options: its seams. */
 export interface NodeSeams {
@@ -131,6 +132,8 @@ export interface NodeParts {
   relays: Relays;
   /** The WebSockets of the actors this node serves. */
   sockets: ActorSockets;
+  /** The cluster listener's upgrades: WebSockets relayed here by peers (a cluster node). */
+  clusterUpgrade: ((request: Request) => Promise<UpgradeAnswer>) | undefined;
 }
 
 /**
@@ -328,11 +331,30 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     clock,
   });
   metrics.gauge("wasmkeep_websockets", "WebSockets open on this node.", () => sockets.count);
+  const relays = new Relays();
+  const routeSocket = plane &&
+    ((key: ActorKey, forwarded: boolean) =>
+      plane.route(key, forwarded, (actor) => host.holds(actor)));
   const openSocket = socketOpener({
     sockets,
-    route: plane && ((key) => plane.route(key, false, (actor) => host.holds(actor))),
+    route: routeSocket,
+    relaying: plane && {
+      upgrade: (address, node, key, request) => plane.peers.upgrade(address, node, key, request),
+      relays,
+      fingerprintOf: (node) => plane.membership.peer(node)?.heartbeat?.fingerprint,
+      clock,
+      random,
+    },
   });
   const classNames = new Set(classes.map((c) => c.className));
+  const clusterUpgrade = routeSocket && relayedSocketAcceptor({
+    sockets,
+    tenant: DEFAULT_TENANT,
+    hasClass: (name) => classNames.has(name),
+    route: routeSocket,
+    clock,
+    random,
+  });
   const internalClasses = new Set(
     options.actors.filter((actor) => actor.internal).map((actor) => actor.className),
   );
@@ -447,7 +469,8 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     handler,
     clusterHandler,
     listener,
-    relays: new Relays(),
+    relays,
     sockets,
+    clusterUpgrade,
   };
 }

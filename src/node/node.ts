@@ -241,7 +241,8 @@ export class WasmKeepNode {
   async #startClusterListener(
     settings: NonNullable<ClusterOptions["listener"]>,
   ): Promise<void> {
-    const { log, options, clock, counters, metrics, identity, clusterConnections } = this.#parts;
+    const { log, options, clock, counters, metrics, identity, clusterConnections, clusterUpgrade } =
+      this.#parts;
     const { hostname, port, advertise } = settings;
     try {
       this.#clusterListener = await ClusterListener.start({
@@ -251,6 +252,7 @@ export class WasmKeepNode {
         // Only peers whose certificate a live heartbeat names are let in.
         trust: (fingerprint) => this.#trusted().has(fingerprint),
         handler: this.#parts.clusterHandler,
+        upgrade: clusterUpgrade && ((request) => clusterUpgrade(request)),
         maxConnections: clusterConnections,
         maxBodyBytes: options.maxBodyBytes,
         log,

@@ -41,6 +41,7 @@ import type {
 import { MAX_NODE_SOCKETS, MAX_SOCKET_MESSAGE_BYTES, MAX_SOCKETS_PER_ACTOR } from "../limits.ts";
 import type { Logger } from "../log.ts";
 import type { Clock, Timer } from "../time/clock.ts";
+import type { SocketLike } from "./socket_like.ts";
 
 /**
  * Most bytes a socket may have queued to its client unsent; past it the
@@ -82,7 +83,7 @@ interface OpenSocket {
   id: number;
   key: ActorKey;
   actorId: string;
-  socket: WebSocket;
+  socket: SocketLike;
   /** Closed by the actor or the node: its client's close is no event. */
   closedHere: boolean;
   /** Resolves when the socket closed (the client answered the close, or the connection ended). */
@@ -106,7 +107,7 @@ const EMPTY_REQUEST: ActorRequest = {
  * const sockets = new ActorSockets({ dispatch: (key, request, socket) =>
  *   host.dispatch(key, request, socket), log, clock });
  * const { socket, response } = Deno.upgradeWebSocket(request);
- * sockets.accept(key, upgradeRequest, socket);
+ * sockets.accept(key, upgradeRequest, webSocketOf(socket));
  * return response;
  * ```
  */
@@ -141,10 +142,11 @@ export class ActorSockets {
   }
 
   /**
-   * Takes a socket `Deno.upgradeWebSocket` made for `key`: its `open` event
-   * runs once it opened, with `request` (the upgrade's). Returns its id.
+   * Takes a socket of `key` (a client's, or one relayed from another node):
+   * its `open` event runs once it opened, with `request` (the upgrade's).
+   * Returns its id.
    */
-  accept(key: ActorKey, request: ActorRequest, socket: WebSocket): number {
+  accept(key: ActorKey, request: ActorRequest, socket: SocketLike): number {
     const id = this.#nextId++;
     const actorId = actorKeyString(key);
     const { promise: ended, resolve: end } = Promise.withResolvers<void>();
@@ -153,15 +155,14 @@ export class ActorSockets {
     if (!sockets) this.#byActor.set(actorId, sockets = new Map());
     sockets.set(id, entry);
     this.#count++;
-    socket.binaryType = "arraybuffer";
-    socket.onopen = () => this.#event(entry, request, { kind: "open", connection: id });
-    socket.onmessage = (event: MessageEvent) => this.#message(entry, event.data);
-    socket.onclose = (event: CloseEvent) => {
-      entry.end();
-      this.#closed(entry, event.code, event.reason);
-    };
-    // An error is followed by its close event, which ends the socket.
-    socket.onerror = () => {};
+    socket.listen({
+      open: () => this.#event(entry, request, { kind: "open", connection: id }),
+      message: (message) => this.#message(entry, message),
+      close: (code, reason) => {
+        entry.end();
+        this.#closed(entry, code, reason);
+      },
+    });
     return id;
   }
 
@@ -175,7 +176,7 @@ export class ActorSockets {
   output(message: Extract<FromExecutor, { type: "ws-send" } | { type: "ws-close" }>): void {
     const entry = this.#byActor.get(actorKeyString(message.actor))?.get(message.connection);
     // Closed since the event listed it: what it sent goes nowhere.
-    if (!entry || entry.socket.readyState !== WebSocket.OPEN) return;
+    if (!entry || !entry.socket.open) return;
     if (message.type === "ws-close") {
       this.#closeHere(entry, message.code, message.reason);
       return;
@@ -216,13 +217,10 @@ export class ActorSockets {
       this.#closeByNode(entry, CLOSE.tryAgainLater, "the client does not read its messages");
       return;
     }
-    socket.send("text" in message ? message.text : message.binary as Uint8Array<ArrayBuffer>);
+    socket.send(message);
   }
 
-  #message(entry: OpenSocket, data: unknown): void {
-    const message: SocketMessage = typeof data === "string"
-      ? { text: data }
-      : { binary: new Uint8Array(data as ArrayBuffer) };
+  #message(entry: OpenSocket, message: SocketMessage): void {
     const tooBig = "text" in message
       ? textOverLimit(message.text)
       : message.binary.length > MAX_SOCKET_MESSAGE_BYTES;
@@ -246,11 +244,7 @@ export class ActorSockets {
   #closeHere(entry: OpenSocket, code: number, reason: string): void {
     entry.closedHere = true;
     this.#forget(entry);
-    try {
-      entry.socket.close(code, reason);
-    } catch {
-      // Already closing.
-    }
+    entry.socket.close(code, reason);
   }
 
   /** Closed by the node for its client's doing (too big, not reading): the actor is told. */

@@ -44,3 +44,20 @@ export function handshakeProblem(request: Request): string | undefined {
   }
   return undefined;
 }
+
+/**
+ * The `sec-websocket-accept` that answers `key` (RFC 6455, section 4.2.2).
+ *
+ * @example
+ * ```ts
+ * import { acceptKeyOf } from "./handshake.ts";
+ * await acceptKeyOf("dGhlIHNhbXBsZSBub25jZQ=="); // "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+ * ```
+ */
+export async function acceptKeyOf(key: string): Promise<string> {
+  const digest = await crypto.subtle.digest(
+    "SHA-1",
+    new TextEncoder().encode(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"),
+  );
+  return btoa(String.fromCharCode(...new Uint8Array(digest)));
+}

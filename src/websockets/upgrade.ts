@@ -1,20 +1,39 @@
 /**
- * Opening a WebSocket to an actor on this node: the socket caps, where the
- * actor is (in a cluster, the route a request would take), then
- * `Deno.upgradeWebSocket`, and the socket handed to {@linkcode ActorSockets},
- * whose `open` event runs once the 101 went out.
+ * Opening a WebSocket to an actor, on the node that holds it or through
+ * another one (the spec's "A client may open a socket on any node"):
  *
- * An actor another node holds is not relayed yet (issue 18, item 2): its
- * upgrade is answered 503 with the holder named, so the client can retry
- * there or later.
+ * - held here (or taken here, as a request would be): `Deno.upgradeWebSocket`,
+ *   and the socket handed to {@linkcode ActorSockets}, whose `open` event runs
+ *   once the 101 went out;
+ * - held by another node: the upgrade is sent on to it (over its cluster
+ *   listener when both have one, plain in accept mode), and only once it
+ *   switched does the client get its 101; the two sockets are then joined
+ *   message by message (`socket_relay.ts`), and the relay is held with the
+ *   node's others, cut when trust in that peer ends or the node stops. A
+ *   refusal of the owner is the client's answer; an owner that does not
+ *   answer, a 503 to retry;
+ * - a relayed upgrade arriving at the owner (a peer's, on the cluster
+ *   listener: {@linkcode relayedSocketAcceptor}; in plain accept mode on the
+ *   client port, as any client's) is served here, never sent on again.
  *
  * @module
  */
 
 import type { ActorKey } from "../actors/key.ts";
 import type { ActorRequest } from "../actors/protocol.ts";
+import type { RelayPeer } from "../cluster/relays.ts";
+import type { PeerForwarding } from "../cluster/routing/peer_forwarding.ts";
 import type { Route } from "../cluster/routing/router.ts";
+import { actorTarget } from "../http/client_handler.ts";
+import { FORWARDED_BY_HEADER } from "../http/forward.ts";
+import { MAX_SOCKET_MESSAGE_BYTES } from "../limits.ts";
+import type { UpgradeAnswer } from "../net/h1/server.ts";
+import type { Clock, Random } from "../time/clock.ts";
 import type { ActorSockets } from "./actor_sockets.ts";
+import { acceptKeyOf, handshakeProblem } from "./handshake.ts";
+import { relaySockets } from "./socket_relay.ts";
+import { webSocketOf } from "./socket_like.ts";
+import { WireSocket } from "./wire_socket.ts";
 
 /**
  * Seconds a socket may stay silent before the node pings it; a client that
@@ -23,11 +42,27 @@ import type { ActorSockets } from "./actor_sockets.ts";
  */
 export const SOCKET_IDLE_TIMEOUT_SECS = 30;
 
+/** How a node sends upgrades on to the owners of their actors. */
+export interface SocketRelaying {
+  upgrade: PeerForwarding["upgrade"];
+  /** The relays the node holds (`Relays.hold`, `Relays.full`). */
+  relays: {
+    readonly full: boolean;
+    hold(peer: RelayPeer, ended: Promise<unknown>, cut: (reason: Error) => void): boolean;
+  };
+  /** The certificate fingerprint a peer publishes, for cutting its relays when trust ends. */
+  fingerprintOf(node: string): string | undefined;
+  clock: Clock;
+  random: Random;
+}
+
 /** What {@linkcode socketOpener} works with. */
 export interface SocketOpenerOptions {
   sockets: ActorSockets;
   /** Where a request for the actor goes; unset on a standalone node (always here). */
-  route?: (key: ActorKey) => Promise<Route>;
+  route?: (key: ActorKey, forwarded: boolean) => Promise<Route>;
+  /** Unset on a standalone node. */
+  relaying?: SocketRelaying;
 }
 
 /**
@@ -36,37 +71,139 @@ export interface SocketOpenerOptions {
  *
  * @example
  * ```ts ignore
- * const open = socketOpener({ sockets, route: (key) => plane.route(key, false, holdsHere) });
+ * const open = socketOpener({ sockets, route, relaying });
  * return await open(key, request, upgradeRequest);
  * ```
  */
 export function socketOpener(
   options: SocketOpenerOptions,
 ): (key: ActorKey, request: Request, upgrade: ActorRequest) => Promise<Response> {
-  const { sockets, route } = options;
+  const { sockets, route, relaying } = options;
   return async (key, request, upgrade) => {
     const refusal = sockets.refusal(key);
     if (refusal) return refuse(503, refusal);
-    const where = route ? await route(key) : { kind: "local" as const };
+    const forwarded = request.headers.has(FORWARDED_BY_HEADER);
+    const where = route ? await route(key, forwarded) : { kind: "local" as const };
     switch (where.kind) {
-      case "local":
-        break;
+      case "local": {
+        const { socket, response } = Deno.upgradeWebSocket(request, {
+          idleTimeout: SOCKET_IDLE_TIMEOUT_SECS,
+        });
+        sockets.accept(key, upgrade, webSocketOf(socket));
+        return response;
+      }
       case "forward":
-        return refuse(
-          503,
-          `the actor is held by node ${where.node}, and WebSockets are not relayed between ` +
-            "nodes in this version yet; open it there, or retry",
-        );
+        if (!relaying) return refuse(503, `the actor is held by node ${where.node}; retry`);
+        return await relayTo(relaying, where, key, request, upgrade);
       case "unavailable":
         return refuse(503, where.message);
       case "not-held":
         return refuse(503, `the actor is held by node ${where.node}; retry`);
     }
-    const { socket, response } = Deno.upgradeWebSocket(request, {
-      idleTimeout: SOCKET_IDLE_TIMEOUT_SECS,
-    });
-    sockets.accept(key, upgrade, socket);
-    return response;
+  };
+}
+
+/** Sends the upgrade on to the owner; once it switched, the client's 101 and the relay. */
+async function relayTo(
+  relaying: SocketRelaying,
+  where: { node: string; address: string },
+  key: ActorKey,
+  request: Request,
+  upgrade: ActorRequest,
+): Promise<Response> {
+  if (relaying.relays.full) return refuse(503, "this node relays its maximum of sockets; retry");
+  const up = await relaying.upgrade(where.address, where.node, key, upgrade);
+  if (up.kind === "failed") return refuse(up.status, up.message);
+  const owner = new WireSocket(up.conn, {
+    role: "client",
+    maxMessageBytes: MAX_SOCKET_MESSAGE_BYTES,
+    clock: relaying.clock,
+    random: relaying.random,
+    leftover: up.leftover,
+  });
+  const { socket, response } = Deno.upgradeWebSocket(request, {
+    idleTimeout: SOCKET_IDLE_TIMEOUT_SECS,
+  });
+  const relay = relaySockets(webSocketOf(socket), owner);
+  const peer = { node: where.node, fingerprint: relaying.fingerprintOf(where.node) };
+  if (!relaying.relays.hold(peer, relay.ended, (error) => relay.cut(error.message))) {
+    relay.cut("this node relays its maximum of sockets");
+  }
+  return response;
+}
+
+/** What {@linkcode relayedSocketAcceptor} works with. */
+export interface RelayedSocketOptions {
+  sockets: ActorSockets;
+  tenant: string;
+  hasClass(name: string): boolean;
+  /** Where a request another node sent for the actor goes (run here, or "not held"). */
+  route(key: ActorKey, forwarded: boolean): Promise<Route>;
+  clock: Clock;
+  random: Random;
+}
+
+/**
+ * The cluster listener's `upgrade` for a peer's relayed WebSocket: served
+ * here over the switched connection (this node the server), or refused in
+ * one line.
+ *
+ * @example
+ * ```ts ignore
+ * const upgrade = relayedSocketAcceptor({ sockets, tenant, hasClass, route, clock, random });
+ * await ClusterListener.start({ ...options, upgrade: (request) => upgrade(request) });
+ * ```
+ */
+export function relayedSocketAcceptor(
+  options: RelayedSocketOptions,
+): (request: Request) => Promise<UpgradeAnswer> {
+  const { sockets, tenant, hasClass, route, clock, random } = options;
+  return async (request) => {
+    if (request.headers.get("upgrade")?.toLowerCase() !== "websocket") {
+      return { kind: "refuse", response: refuse(501, "only WebSockets are upgraded here") };
+    }
+    const problem = handshakeProblem(request);
+    if (problem) {
+      return { kind: "refuse", response: refuse(400, `bad WebSocket upgrade: ${problem}`) };
+    }
+    const url = new URL(request.url);
+    if (!url.pathname.startsWith("/actor/")) {
+      return { kind: "refuse", response: refuse(404, "not found") };
+    }
+    const target = actorTarget(url.pathname, hasClass);
+    if ("status" in target) return { kind: "refuse", response: refuse(target.status, target.line) };
+    const key = { tenant, class: target.className, name: target.name };
+    const refusal = sockets.refusal(key);
+    if (refusal) return { kind: "refuse", response: refuse(503, refusal) };
+    const where = await route(key, true);
+    if (where.kind !== "local") {
+      const line = where.kind === "unavailable"
+        ? where.message
+        : "this node does not hold the actor; retry";
+      return { kind: "refuse", response: refuse(503, line) };
+    }
+    const accept = await acceptKeyOf(request.headers.get("sec-websocket-key")!.trim());
+    const upgrade: ActorRequest = {
+      method: "GET",
+      path: target.rest,
+      query: url.search.slice(1),
+      headers: [...request.headers],
+      body: new Uint8Array(0),
+    };
+    return {
+      kind: "accept",
+      headers: [["sec-websocket-accept", accept]],
+      join: (conn, leftover) => {
+        const socket = new WireSocket(conn, {
+          role: "server",
+          maxMessageBytes: MAX_SOCKET_MESSAGE_BYTES,
+          clock,
+          random,
+          leftover,
+        });
+        sockets.accept(key, upgrade, socket);
+      },
+    };
   };
 }
 

@@ -31,6 +31,7 @@ import type { ActorRequest, ActorResponse } from "../../actors/protocol.ts";
 import { AssertionError } from "../../assert.ts";
 import { NODE_HEADER, NOT_HELD_HEADER, NOT_HELD_STATUS } from "../../http/client_handler.ts";
 import {
+  type ByteConn,
   type Connect,
   Forwarder,
   type StreamedBody,
@@ -45,6 +46,7 @@ import type { LeaseTiming } from "../lease_timing.ts";
 import type { Membership } from "../membership.ts";
 import type { NodeLease } from "../node_lease.ts";
 import type { HolderMemory } from "./holders.ts";
+import { acceptKeyOf } from "../../websockets/handshake.ts";
 
 /** Peers skipped for having no cluster listener are logged at most this often. */
 export const SKIPPED_PEERS_LOG_MS = 60_000;
@@ -313,6 +315,63 @@ export class PeerForwarding {
       return { kind: "not-run", error: `the actor's node ${node} did not answer within 30 s` };
     }
     return { kind: "not-run", error: `the actor's node ${node} did not answer; retry` };
+  }
+
+  /**
+   * Sends a WebSocket upgrade of `actor` on to `node`, which holds it, as
+   * this node's own handshake (its key, version 13, no extensions; the
+   * client's other headers as they came): the owner's connection once it
+   * switched, checked against the key, or the failure the client gets (the
+   * owner's refusal as it answered, 503 when it did not answer).
+   */
+  async upgrade(
+    address: string,
+    node: string,
+    actor: ActorKey,
+    request: ActorRequest,
+  ): Promise<
+    | { kind: "switched"; conn: ByteConn; leftover: Uint8Array }
+    | Extract<ForwardOutcome, { kind: "failed" }>
+  > {
+    const key = btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(16))));
+    const headers: [string, string][] = request.headers.filter(([name]) =>
+      !name.startsWith("sec-websocket-")
+    );
+    headers.push(["sec-websocket-key", key], ["sec-websocket-version", "13"]);
+    const result = await this.#forwarderFor(address).upgrade(address, {
+      path: actorPath(actor, request),
+      headers,
+      protocol: "websocket",
+    });
+    if (result.kind === "switched") {
+      const accept = result.headers.find(([name]) => name === "sec-websocket-accept")?.[1];
+      if (accept !== await acceptKeyOf(key)) {
+        result.conn.close();
+        return {
+          kind: "failed",
+          status: 502,
+          message: `node ${node} switched protocols without accepting this WebSocket`,
+        };
+      }
+      return { kind: "switched", conn: result.conn, leftover: result.leftover };
+    }
+    if (result.kind === "response") {
+      const answer = this.#answered(result, actor, node);
+      if (answer.kind === "response") {
+        const line = new TextDecoder().decode(answer.response.body).trim();
+        return { kind: "failed", status: answer.response.status, message: line };
+      }
+      return { kind: "failed", status: 503, message: "the actor's node changed; retry" };
+    }
+    if (result.kind === "body-refused") {
+      return { kind: "failed", status: 400, message: result.reason };
+    }
+    const failure = this.#failed(result, actor, node, address, "relaying a WebSocket failed");
+    return {
+      kind: "failed",
+      status: failure === "timeout" ? 504 : 503,
+      message: "the actor's node did not answer; retry",
+    };
   }
 
   /** Closes every connection to peers. */

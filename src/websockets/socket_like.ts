@@ -1,0 +1,78 @@
+/**
+ * A WebSocket as the node uses one: a client's, made by
+ * `Deno.upgradeWebSocket` ({@linkcode webSocketOf}), or one the node speaks
+ * over a connection of its own (`wire_socket.ts`: a socket relayed between
+ * nodes). Open from the moment it is made; what happens on it is told to
+ * the handlers given to `listen`, once.
+ *
+ * @module
+ */
+
+import type { SocketMessage } from "../actors/protocol.ts";
+
+/** What a socket tells its user. */
+export interface SocketHandlers {
+  /** The socket opened (the 101 went out); messages come after it. */
+  open(): void;
+  message(message: SocketMessage): void;
+  /** The socket closed: the peer's code and reason, 1006 when it went away without one. */
+  close(code: number, reason: string): void;
+}
+
+/** A WebSocket, of either kind. */
+export interface SocketLike {
+  /** Whether messages can still be sent. */
+  readonly open: boolean;
+  /** Bytes sent and not yet written to the connection. */
+  readonly bufferedAmount: number;
+  send(message: SocketMessage): void;
+  /** Starts the closing handshake with `code` and `reason`. */
+  close(code: number, reason: string): void;
+  /** Tells `handlers` what happens from now on. */
+  listen(handlers: SocketHandlers): void;
+}
+
+/**
+ * A socket made by `Deno.upgradeWebSocket`, as a {@linkcode SocketLike}.
+ *
+ * @example
+ * ```ts ignore
+ * const { socket, response } = Deno.upgradeWebSocket(request);
+ * sockets.accept(key, upgrade, webSocketOf(socket));
+ * ```
+ */
+export function webSocketOf(socket: WebSocket): SocketLike {
+  socket.binaryType = "arraybuffer";
+  return {
+    get open() {
+      return socket.readyState === WebSocket.OPEN;
+    },
+    get bufferedAmount() {
+      return socket.bufferedAmount;
+    },
+    send(message) {
+      socket.send("text" in message ? message.text : message.binary as Uint8Array<ArrayBuffer>);
+    },
+    close(code, reason) {
+      try {
+        socket.close(code, reason);
+      } catch {
+        // Already closing.
+      }
+    },
+    listen(handlers) {
+      socket.onopen = () => handlers.open();
+      socket.onmessage = (event: MessageEvent) => {
+        const data = event.data;
+        handlers.message(
+          typeof data === "string"
+            ? { text: data }
+            : { binary: new Uint8Array(data as ArrayBuffer) },
+        );
+      };
+      socket.onclose = (event: CloseEvent) => handlers.close(event.code, event.reason);
+      // An error is followed by its close event, which ends the socket.
+      socket.onerror = () => {};
+    },
+  };
+}
