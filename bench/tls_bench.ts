@@ -71,32 +71,23 @@ async function runServers(): Promise<void> {
   // A 'connection' listener of its own keeps node:http off its native fast
   // path, on the JavaScript parser that a TLS server always uses.
   classic.on("connection", () => {});
-  const bare = https.createServer({
+  // The cluster listener's TLS settings, for the servers beside it.
+  const tlsOptions = {
     key: identity.keyPem,
     cert: identity.chainPem,
     requestCert: true,
     rejectUnauthorized: false,
     minVersion: "TLSv1.3",
     maxVersion: "TLSv1.3",
-  }, answer);
+  } as const;
+  const bare = https.createServer(tlsOptions, answer);
   // node:tls alone, its socket read through SocketConn and a minimal
   // HTTP/1.1 loop: what the cluster port would cost without node:http.
-  const raw = tls.createServer({
-    key: identity.keyPem,
-    cert: identity.chainPem,
-    requestCert: true,
-    rejectUnauthorized: false,
-    minVersion: "TLSv1.3",
-    maxVersion: "TLSv1.3",
-  }, (socket) => void minimalHttp(new SocketConn(socket)));
-  const rawWeb = tls.createServer({
-    key: identity.keyPem,
-    cert: identity.chainPem,
-    requestCert: true,
-    rejectUnauthorized: false,
-    minVersion: "TLSv1.3",
-    maxVersion: "TLSv1.3",
-  }, (socket) => void minimalHttp(new SocketConn(socket), true));
+  const raw = tls.createServer(tlsOptions, (socket) => void minimalHttp(new SocketConn(socket)));
+  const rawWeb = tls.createServer(
+    tlsOptions,
+    (socket) => void minimalHttp(new SocketConn(socket), true),
+  );
   const cluster = await ClusterListener.start({
     hostname: "127.0.0.1",
     port: 0,

@@ -288,18 +288,19 @@ Deno.test("node lease: another process's object refuses the first write", async 
   assert.equal((await stored(bucket)).process, "other");
 });
 
+/** A heartbeat of node `a` written by another process. */
+function othersHeartbeat(fields: Pick<Heartbeat, "process" | "at" | "lease"> & Partial<Heartbeat>) {
+  return encodeHeartbeat({ ...description, format: 2, nodeId: "a", ...fields });
+}
+
 /** The previous process's live heartbeat, as the start check saw it last (20 s old). */
 async function previousProcess(bucket: RecordingBucket, clock: FakeClock) {
-  const heartbeat: Heartbeat = {
-    ...description,
-    format: 2,
-    nodeId: "a",
-    process: "old-process",
-    at: clock.now() - 20_000,
-    lease: "live",
-  };
-  const { etag } = await bucket.other(KEY, encodeHeartbeat(heartbeat));
-  return { etag, predecessor: { process: heartbeat.process, at: heartbeat.at } };
+  const at = clock.now() - 20_000;
+  const { etag } = await bucket.other(
+    KEY,
+    othersHeartbeat({ process: "old-process", at, lease: "live" }),
+  );
+  return { etag, predecessor: { process: "old-process", at } };
 }
 
 Deno.test("node lease: a peer's fence of the previous process after the start check does not stop the new one", async () => {
@@ -332,15 +333,7 @@ Deno.test("node lease: a fence of another process than the one the start check s
   const checked = await previousProcess(bucket, clock);
   await bucket.other(
     KEY,
-    encodeHeartbeat({
-      ...description,
-      format: 2,
-      nodeId: "a",
-      process: "third-process",
-      at: clock.now(),
-      lease: "fenced",
-      fencedBy: "c",
-    }),
+    othersHeartbeat({ process: "third-process", at: clock.now(), lease: "fenced", fencedBy: "c" }),
   );
   await lease.start(checked);
   assert.equal(losses.length, 1);
@@ -354,14 +347,7 @@ Deno.test("node lease: the previous process writing live after the start check s
   const checked = await previousProcess(bucket, clock);
   await bucket.other(
     KEY,
-    encodeHeartbeat({
-      ...description,
-      format: 2,
-      nodeId: "a",
-      process: "old-process",
-      at: clock.now(),
-      lease: "live",
-    }),
+    othersHeartbeat({ process: "old-process", at: clock.now(), lease: "live" }),
   );
   await lease.start(checked);
   assert.equal(losses.length, 1);

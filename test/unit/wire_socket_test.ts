@@ -20,6 +20,18 @@ import { writeAll } from "../helpers/loopback.ts";
 const encoder = new TextEncoder();
 const KEY = "dGhlIHNhbXBsZSBub25jZQ==";
 
+/** Writes a WebSocket upgrade on `conn`; the connection to read its 101 from. */
+async function upgraded(conn: Deno.Conn): Promise<Connection> {
+  await writeAll(
+    conn,
+    encoder.encode(
+      "GET / HTTP/1.1\r\nhost: a\r\nconnection: upgrade\r\nupgrade: websocket\r\n" +
+        `sec-websocket-version: 13\r\nsec-websocket-key: ${KEY}\r\n\r\n`,
+    ),
+  );
+  return new Connection("", conn, () => {});
+}
+
 /** What a WireSocket told its handlers. */
 function recorder() {
   const messages: SocketMessage[] = [];
@@ -54,14 +66,7 @@ Deno.test("wire socket as a client of Deno.upgradeWebSocket: text, binary, a lon
     return response;
   });
   const conn = await Deno.connect({ hostname: "127.0.0.1", port: server.addr.port });
-  await writeAll(
-    conn,
-    encoder.encode(
-      "GET / HTTP/1.1\r\nhost: a\r\nconnection: upgrade\r\nupgrade: websocket\r\n" +
-        `sec-websocket-version: 13\r\nsec-websocket-key: ${KEY}\r\n\r\n`,
-    ),
-  );
-  const connection = new Connection("", conn, () => {});
+  const connection = await upgraded(conn);
   const head = await readAnswerHead(connection, "GET", 0, true);
   assert.equal(head.status, 101);
   const accept = head.headers.find(([name]) => name === "sec-websocket-accept")?.[1];
@@ -166,14 +171,7 @@ Deno.test("wire socket as a server of Deno's WebSocket client: echo both kinds, 
 /** A raw client: the upgrade, then frames written as they are given; the server's frames read. */
 async function rawClient(port: number) {
   const conn = await Deno.connect({ hostname: "127.0.0.1", port });
-  await writeAll(
-    conn,
-    encoder.encode(
-      "GET / HTTP/1.1\r\nhost: a\r\nconnection: upgrade\r\nupgrade: websocket\r\n" +
-        `sec-websocket-version: 13\r\nsec-websocket-key: ${KEY}\r\n\r\n`,
-    ),
-  );
-  const connection = new Connection("", conn, () => {});
+  const connection = await upgraded(conn);
   assert.equal((await readAnswerHead(connection, "GET", 0, true)).status, 101);
   const reader = new FrameReader({ masked: false, maxPayload: 1 << 20 });
   reader.push(connection.buf.slice(connection.start, connection.end));
