@@ -1,0 +1,133 @@
+/**
+ * Where a pair of nodes spends its CPU on one kind of request: nodes `a`
+ * and `b` as real processes on one file bucket (lease ttl 3 s), `plain`
+ * (`--cluster-plaintext accept`) or `tls` (cluster listeners), one case
+ * sent by `load_gen.ts` over one connection for 5 s, and the CPU each
+ * process spent per request, its main process and its executors apart
+ * (`/proc/<pid>/stat`). `--prof a` or `--prof b` starts that node with
+ * `--v8-flags=--prof` in a directory of its own and prints where the log
+ * is (read it with `node --prof-process`).
+ *
+ * Cases (as in `tls_cluster_bench.ts`): `forwarded` (a GET through `b` to
+ * an actor on `a`), `call` (an actor on `b` calling one on `a`),
+ * `call-local` (an actor on `a` calling another on `a`).
+ *
+ * Usage: `deno run -A bench/pair_cpu.ts [--mode plain|tls] [--case NAME] [--prof a|b]`
+ *
+ * @module
+ */
+
+import {
+  defaultDataRoot,
+  flag,
+  ROOT,
+  runLoadProcess,
+  type ServerProcess,
+  startServer,
+  stopAll,
+  treeCpuMs,
+} from "./processes.ts";
+
+const WARMUP_MS = 1_000;
+const DURATION_MS = 5_000;
+
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
+async function startNode(
+  id: string,
+  tmp: string,
+  mode: string,
+  prof: boolean,
+): Promise<ServerProcess> {
+  const cwd = `${tmp}/${id}-cwd`;
+  await Deno.mkdir(cwd, { recursive: true });
+  const clusterPort = freePort();
+  return await startServer(
+    id,
+    [
+      "run",
+      "-A",
+      ...(prof ? ["--v8-flags=--prof"] : []),
+      `${ROOT}main.ts`,
+      "serve",
+      "--actor",
+      `testbed=${ROOT}test/fixtures/components/testbed.wasm`,
+      "--node-id",
+      id,
+      "--lease-ttl-secs",
+      "3",
+      "--bucket",
+      `file://${tmp}/bucket`,
+      "--data-dir",
+      `${tmp}/${id}`,
+      "--listen",
+      "127.0.0.1:0",
+      ...(mode === "plain" ? ["--cluster-plaintext", "accept"] : [
+        "--cluster-listen",
+        `127.0.0.1:${clusterPort}`,
+        "--cluster-advertise",
+        `https://127.0.0.1:${clusterPort}`,
+      ]),
+    ],
+    /node ready .*url=(http:\/\/\S+)/,
+    cwd,
+  );
+}
+
+const call = (target: string) => `call?${encodeURIComponent(target)}`;
+
+async function main(): Promise<void> {
+  const mode = flag("mode") ?? "tls";
+  const name = flag("case") ?? "forwarded";
+  const prof = flag("prof");
+  const tmp = await Deno.makeTempDir({ dir: defaultDataRoot(), prefix: "wk-cpu-" });
+  try {
+    const [a, b] = await Promise.all([
+      startNode("a", tmp, mode, prof === "a"),
+      startNode("b", tmp, mode, prof === "b"),
+    ]);
+    await (await fetch(`${a.url}/actor/testbed/x/rows`)).text();
+    const cases: Record<string, { server: ServerProcess; path: string }> = {
+      forwarded: { server: b, path: "/actor/testbed/x/rows" },
+      call: { server: b, path: `/actor/testbed/y/${call("testbed/x/rows")}` },
+      "call-local": { server: a, path: `/actor/testbed/x/${call("testbed/x2/rows")}` },
+    };
+    const chosen = cases[name];
+    if (!chosen) throw new Error(`--case is one of ${Object.keys(cases).join(", ")}, not ${name}`);
+    await (await fetch(`${chosen.server.url}${chosen.path}`)).text();
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    const before = [treeCpuMs(a.pid), treeCpuMs(b.pid)];
+    const result = await runLoadProcess({
+      host: chosen.server.host,
+      port: chosen.server.port,
+      method: "GET",
+      paths: [chosen.path],
+      connections: 1,
+      warmupMs: WARMUP_MS,
+      durationMs: DURATION_MS,
+    });
+    const after = [treeCpuMs(a.pid), treeCpuMs(b.pid)];
+    // Warm-up included: the CPU was read around the whole run.
+    const requests = result.rps * (WARMUP_MS + DURATION_MS) / 1000;
+    const per = (i: number, part: "selfMs" | "childrenMs") =>
+      ((after[i][part] - before[i][part]) * 1000 / requests).toFixed(0);
+    console.log(
+      `${mode} ${name}: ${result.rps.toFixed(0)} req/s, p50 ${
+        (result.p50Ms * 1000).toFixed(0)
+      } µs; ` +
+        `CPU µs/req: a ${per(0, "selfMs")} (executors ${per(0, "childrenMs")}), ` +
+        `b ${per(1, "selfMs")} (executors ${per(1, "childrenMs")})`,
+    );
+    if (prof) console.log(`V8 log of ${prof}: ${tmp}/${prof}-cwd/ (kept)`);
+  } finally {
+    await stopAll();
+    if (!prof) await Deno.remove(tmp, { recursive: true }).catch(() => {});
+  }
+}
+
+if (import.meta.main) await main();
