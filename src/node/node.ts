@@ -357,8 +357,12 @@ export class WasmKeepNode {
     log.warn("node lease not valid: dropping every actor", {
       node: options.nodeId,
       resident: host.residentCount,
+      websockets: this.#parts.sockets.count,
     });
     if (!this.#stopping) host.dropAll();
+    // Before any other node can take the actors, without waiting for the
+    // bucket: their clients reconnect, to whichever node takes them.
+    void this.#parts.sockets.closeAll(CLOSE.serviceRestart, "this node's lease ran out");
   }
 
   /** Another writer took the lease: every actor is dropped, and the node stops for good. */
@@ -369,6 +373,7 @@ export class WasmKeepNode {
       reason: reason.detail,
     });
     host.dropAll();
+    void this.#parts.sockets.closeAll(CLOSE.serviceRestart, "this node's lease was taken");
     this.stop().finally(() =>
       // The reason's message says it all: "the node lease nodes/a was lost: …".
       this.#failed.reject(new NodeStartError(reason.message, { cause: reason }))

@@ -7,6 +7,11 @@
 
 import assert from "node:assert/strict";
 import { TESTBED_WASM, withNode } from "../helpers/node_process.ts";
+import { scratchDir, startClusterNode } from "../helpers/cluster.ts";
+import { bucketOpenImportMap } from "../helpers/bucket_open_map.ts";
+import { SLOW_PUT_FILE_VARIABLE } from "../helpers/slow_bucket_open.ts";
+
+const SLOW_BUCKET_OPEN = new URL("../helpers/slow_bucket_open.ts", import.meta.url).href;
 
 /** A socket to `url`, opened; its messages queued as they come. */
 async function openSocket(url: string) {
@@ -159,4 +164,36 @@ Deno.test("websockets: the node's clean stop closes its sockets with 1012", asyn
   });
   const event = await closed!;
   assert.equal(event.code, 1012);
+});
+
+Deno.test("websockets: a node whose lease runs out closes its actors' sockets with 1012, without waiting for the bucket", async () => {
+  const dir = await scratchDir("wk-ws-lease-");
+  const delay = `${dir}/put-delay`;
+  Deno.writeTextFileSync(delay, "");
+  const node = await startClusterNode("a", dir, `file://${dir}/bucket`, [
+    "--actor",
+    `testbed=${TESTBED_WASM}`,
+  ], {
+    env: { [SLOW_PUT_FILE_VARIABLE]: delay },
+    denoArgs: [`--import-map=${bucketOpenImportMap(dir, "slow_map.json", SLOW_BUCKET_OPEN)}`],
+  });
+  try {
+    const a = await openSocket(`${node.url.replace(/^http/, "ws")}/actor/testbed/room`);
+    a.socket.send("ping");
+    assert.equal(await a.next(), "ping");
+    // The node's heartbeat writes now take 8 s: its lease (ttl 3 s) runs out meanwhile.
+    const stalledAt = performance.now();
+    Deno.writeTextFileSync(delay, "8000");
+    const event = await a.closed;
+    const afterMs = performance.now() - stalledAt;
+    assert.equal(event.code, 1012);
+    assert.equal(event.reason, "this node's lease ran out");
+    // ttl 3 s: the lease was valid at most about 3 s from the last write that landed.
+    assert.ok(afterMs < 6_000, `closed ${afterMs} ms after the bucket stalled`);
+    assert.match(node.logs(), /node lease not valid: dropping every actor/);
+  } finally {
+    Deno.writeTextFileSync(delay, "");
+    await node.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
 });
