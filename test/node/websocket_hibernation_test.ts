@@ -1,0 +1,104 @@
+/**
+ * Rooms that hibernate with their sockets open (issue 18, item 3), through
+ * real node processes on one file bucket: the actor's instance dropped and
+ * its ownership record released while its node keeps the sockets; a
+ * message wakes it there, taking the record again; once another node took
+ * it meanwhile, the first node's socket closes with 1012 at its next
+ * message, and no `on-websocket-close` runs for it there.
+ */
+
+import assert from "node:assert/strict";
+import { FileBucket } from "../../src/bucket/file.ts";
+import { decodeOwnerRecord } from "../../src/cluster/ownership.ts";
+import { scratchDir, startClusterNode } from "../helpers/cluster.ts";
+import { metric, TESTBED_WASM } from "../helpers/node_process.ts";
+
+const ACTORS = ["--actor", `testbed=${TESTBED_WASM}`];
+const RECORD = "owners/default/testbed/room";
+
+/** A socket to `url`, opened; its messages queued as they come. */
+async function openSocket(url: string) {
+  const socket = new WebSocket(url);
+  const messages: string[] = [];
+  const waiters: (() => void)[] = [];
+  socket.onmessage = (event) => {
+    messages.push(String(event.data));
+    for (const wake of waiters.splice(0)) wake();
+  };
+  const closed = new Promise<CloseEvent>((resolve) => (socket.onclose = resolve));
+  await new Promise<void>((resolve, reject) => {
+    socket.onopen = () => resolve();
+    socket.onerror = () => reject(new Error(`the socket to ${url} failed`));
+  });
+  const next = async (): Promise<string> => {
+    while (messages.length === 0) await new Promise<void>((resolve) => waiters.push(resolve));
+    return messages.shift()!;
+  };
+  return { socket, next, closed };
+}
+
+async function until(what: string, check: () => Promise<boolean>, ms = 15_000) {
+  const deadline = Date.now() + ms;
+  while (!await check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+Deno.test("websockets: a quiet room hibernates with its sockets open, wakes on a message, and closes with 1012 once another node took it", async () => {
+  const dir = await scratchDir("wk-ws-hib-");
+  const bucketUrl = `file://${dir}/bucket`;
+  const bucket = new FileBucket(`${dir}/bucket`);
+  const record = async () => {
+    const object = await bucket.get(RECORD);
+    return object ? decodeOwnerRecord(object.body, RECORD) : undefined;
+  };
+  const idle = { extra: ["--idle-secs", "1"] };
+  try {
+    const [a, b] = await Promise.all([
+      startClusterNode("a", dir, bucketUrl, ACTORS, idle),
+      startClusterNode("b", dir, bucketUrl, ACTORS, idle),
+    ]);
+    try {
+      const socket = await openSocket(`${a.url.replace(/^http/, "ws")}/actor/testbed/room`);
+      socket.socket.send("insert");
+      assert.equal(await socket.next(), "inserted");
+      assert.equal((await record())?.node, "a");
+
+      // Quiet: the instance goes and the record is released; the socket stays.
+      await until("the room's hibernation", async () =>
+        (await record())?.state === "released" &&
+        await metric(a.url, "wasmkeep_resident_actors") === 0);
+      assert.equal(await metric(a.url, "wasmkeep_websockets"), 1);
+      const released = await record();
+
+      // A message wakes it on a, at a new generation, its state restored.
+      socket.socket.send("count");
+      assert.equal(await socket.next(), "1");
+      const woken = await record();
+      assert.equal(woken?.node, "a");
+      assert.equal(woken?.state, "held");
+      assert.ok(woken!.generation > released!.generation, "taken again at a new generation");
+
+      // Quiet again, and a request on b takes the room there.
+      await until("the second hibernation", async () => (await record())?.state === "released");
+      const rows = await fetch(`${b.url}/actor/testbed/room/rows`);
+      assert.equal(rows.headers.get("x-wasmkeep-node"), "b");
+      assert.equal((await rows.text()).trim(), "1", "b restored what a's socket wrote");
+      assert.equal((await record())?.node, "b");
+
+      // a's socket closes at its next message, unannounced on a.
+      socket.socket.send("hello?");
+      const closed = await socket.closed;
+      assert.equal(closed.code, 1012);
+      assert.equal(closed.reason, "the actor moved to another node");
+      assert.equal(a.logs().includes("websocket close"), false);
+      assert.equal(await metric(a.url, "wasmkeep_websockets"), 0);
+    } finally {
+      await Promise.all([a.stop(), b.stop()]);
+    }
+  } finally {
+    await bucket.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
