@@ -10,6 +10,7 @@
  */
 
 import { CLOSE } from "../websockets/actor_sockets.ts";
+import { OWNER_SWEEP_MS, sweepMovedActors } from "../websockets/owner_sweep.ts";
 import { type Clock, type Random, systemClock, systemRandom, type Timer } from "../time/clock.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { loadComponent } from "../actors/component.ts";
@@ -71,6 +72,8 @@ export class WasmKeepNode {
   #cleaning: Promise<void> | undefined;
   #clusterListener: ClusterListener | undefined;
   #revokeTimer: Timer | undefined;
+  /** The owner sweep of the sockets of actors this node no longer holds (a cluster node). */
+  #ownerSweepTimer: Timer | undefined;
   /** Trusted certificate fingerprints, recomputed at most every {@linkcode TRUST_SWEEP_MS}. */
   #trustCache: { at: number; fingerprints: Set<string> } = {
     at: -Infinity,
@@ -229,6 +232,7 @@ export class WasmKeepNode {
       lease_valid: plane.valid(),
     });
     await this.#readClusterSecret();
+    this.#ownerSweepTimer = clock.setTimer(OWNER_SWEEP_MS, () => void this.#sweepOwners());
     if (this.#clusterListener) {
       this.#sweepTrust();
       // Peers list the heartbeats once a period: by then each has seen the
@@ -338,6 +342,25 @@ export class WasmKeepNode {
     this.#revokeTimer = this.#parts.clock.setTimer(TRUST_SWEEP_MS, () => this.#sweepTrust());
   }
 
+  /**
+   * Every {@linkcode OWNER_SWEEP_MS}: the sockets of actors another node
+   * took while they hibernated here close with 1012 (owner_sweep.ts).
+   */
+  async #sweepOwners(): Promise<void> {
+    const { sockets, host, ownership, options, log, clock } = this.#parts;
+    const closed = await sweepMovedActors({
+      nodeId: options.nodeId,
+      actors: () => sockets.actors(),
+      holdsHere: (key) => host.holds(key),
+      readRecord: (key) => ownership.read(key),
+      closeMoved: (key) => sockets.closeMoved(key),
+      log,
+    });
+    if (closed > 0) log.info("closed the sockets of actors another node took", { closed });
+    if (this.#stopping) return;
+    this.#ownerSweepTimer = clock.setTimer(OWNER_SWEEP_MS, () => void this.#sweepOwners());
+  }
+
   /** What a change of the lease's validity makes the node do. */
   #leaseChanged(valid: boolean, cause: LeaseChangeCause): void {
     const { log, options, host } = this.#parts;
@@ -423,6 +446,7 @@ export class WasmKeepNode {
     await this.#parts.sockets.closeAll(CLOSE.serviceRestart, "the node is stopping");
     const serverDone = listener.shutdown();
     this.#revokeTimer?.cancel();
+    this.#ownerSweepTimer?.cancel();
     // What this node relays to other nodes is cut: its clients reconnect elsewhere.
     await this.#parts.relays.closeAll();
     const drained = await host.drain(options.stopGraceMs);

@@ -184,6 +184,25 @@ export class ActorSockets {
     this.#send(entry, message.message);
   }
 
+  /** The actors with sockets open here, each once. */
+  actors(): ActorKey[] {
+    return [...this.#byActor.values()].map((sockets) => sockets.values().next().value!.key);
+  }
+
+  /**
+   * Closes the sockets of `key` with 1012, with no `close` event: another
+   * node holds the actor now. How many were closed.
+   */
+  closeMoved(key: ActorKey): number {
+    const sockets = this.#byActor.get(actorKeyString(key));
+    if (!sockets) return 0;
+    const entries = [...sockets.values()];
+    for (const entry of entries) {
+      this.#closeHere(entry, CLOSE.serviceRestart, "the actor moved to another node");
+    }
+    return entries.length;
+  }
+
   /**
    * Closes every socket with `code` (1012 when the node stops), with no
    * `close` event for them; resolves once every client answered its close,
@@ -267,7 +286,7 @@ export class ActorSockets {
       if (outcome.kind !== "failed") return;
       if (outcome.heldBy !== undefined) {
         // Another node took the actor: this node's sockets of it close, unannounced here.
-        this.#closeHere(entry, CLOSE.serviceRestart, "the actor moved to another node");
+        this.closeMoved(entry.key);
         return;
       }
       this.#o.log.warn("a WebSocket event failed", {

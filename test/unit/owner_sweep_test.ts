@@ -1,0 +1,98 @@
+/**
+ * The owner sweep of a node's sockets (src/websockets/owner_sweep.ts) over
+ * the real ActorSockets, with sockets that record what is done to them:
+ * only the sockets of actors another node holds close, with 1012 and no
+ * close event; a record that cannot be read waits for the next sweep.
+ */
+
+import assert from "node:assert/strict";
+import type { ActorKey } from "../../src/actors/key.ts";
+import type { SocketEvent } from "../../src/actors/protocol.ts";
+import type { OwnerRecord } from "../../src/cluster/ownership.ts";
+import { createLogger } from "../../src/log.ts";
+import { systemClock } from "../../src/time/clock.ts";
+import { ActorSockets } from "../../src/websockets/actor_sockets.ts";
+import { sweepMovedActors } from "../../src/websockets/owner_sweep.ts";
+import type { SocketHandlers, SocketLike } from "../../src/websockets/socket_like.ts";
+
+/** A socket that records its closes and tells its handlers when closed. */
+function recordingSocket() {
+  let handlers: SocketHandlers | undefined;
+  const closes: [number, string][] = [];
+  let open = true;
+  const socket: SocketLike = {
+    get open() {
+      return open;
+    },
+    bufferedAmount: 0,
+    send() {},
+    close(code, reason) {
+      if (!open) return;
+      open = false;
+      closes.push([code, reason]);
+      queueMicrotask(() => handlers?.close(code, reason));
+    },
+    listen(given) {
+      handlers = given;
+    },
+  };
+  return { socket, closes };
+}
+
+const key = (name: string): ActorKey => ({ tenant: "default", class: "room", name });
+
+function record(node: string, state: "held" | "released"): OwnerRecord {
+  return { version: 1, node, process: "p", generation: 1n, state, at: 0 };
+}
+
+Deno.test("owner sweep: the sockets of an actor another node holds close with 1012, no close event; the others stay", async () => {
+  const events: SocketEvent[] = [];
+  const sockets = new ActorSockets({
+    dispatch: (_key, _request, socket) => {
+      events.push(socket);
+      return Promise.resolve({
+        kind: "response",
+        response: { status: 200, headers: [], body: new Uint8Array() },
+      });
+    },
+    log: createLogger({ level: "error" }),
+    clock: systemClock,
+  });
+  const request = { method: "GET", path: "/", query: "", headers: [], body: new Uint8Array() };
+  const made = new Map<string, ReturnType<typeof recordingSocket>[]>();
+  for (const name of ["moved", "moved", "released", "here", "unreadable"]) {
+    const socket = recordingSocket();
+    sockets.accept(key(name), request, socket.socket);
+    made.set(name, [...(made.get(name) ?? []), socket]);
+  }
+  const records: Record<string, OwnerRecord> = {
+    moved: record("b", "held"),
+    released: record("b", "released"),
+    here: record("a", "held"),
+  };
+  const read: string[] = [];
+  const closed = await sweepMovedActors({
+    nodeId: "a",
+    actors: () => sockets.actors(),
+    holdsHere: (k) => k.name === "here",
+    readRecord: (k) => {
+      read.push(k.name);
+      if (k.name === "unreadable") return Promise.reject(new Error("the bucket is down"));
+      return Promise.resolve(records[k.name]);
+    },
+    closeMoved: (k) => sockets.closeMoved(k),
+    log: createLogger({ level: "error" }),
+  });
+  assert.equal(closed, 2);
+  assert.deepEqual(read.sort(), ["moved", "released", "unreadable"], "held here: no read");
+  for (const socket of made.get("moved")!) {
+    assert.deepEqual(socket.closes, [[1012, "the actor moved to another node"]]);
+  }
+  for (const name of ["released", "here", "unreadable"]) {
+    assert.deepEqual(made.get(name)![0].closes, [], name);
+  }
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.equal(events.filter((e) => e.kind === "close").length, 0, "no close event");
+  assert.deepEqual(sockets.connections(key("moved")), []);
+  assert.equal(sockets.count, 3);
+});
