@@ -215,3 +215,16 @@ export const MAX_SOCKETS_PER_ACTOR = 1024;
  * ```
  */
 export const MAX_NODE_SOCKETS = 4_096;
+
+/**
+ * Longest wait for the other side's answer to a WebSocket close this node
+ * sent (the spec's "a client that does not answer a close within 5 s is
+ * dropped").
+ *
+ * @example
+ * ```ts
+ * import { CLOSE_ANSWER_MS } from "./limits.ts";
+ * console.log(CLOSE_ANSWER_MS); // 5000
+ * ```
+ */
+export const CLOSE_ANSWER_MS = 5_000;

@@ -338,6 +338,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
   const openSocket = socketOpener({
     sockets,
     route: routeSocket,
+    keep: plane && ((...args) => routing.keepUntilTaken(...args)),
     relaying: plane && {
       upgrade: (address, node, key, request) => plane.peers.upgrade(address, node, key, request),
       relays,

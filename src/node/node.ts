@@ -441,14 +441,16 @@ export class WasmKeepNode {
     this.#startAbort.abort(new Error("the node is stopping"));
     // Kept requests get their 503 now: this node takes nothing over any more.
     waits.stop();
-    // Its actors' sockets close with 1012 (before the server's shutdown
-    // closes them with 1001): their clients reconnect, to another node.
-    await this.#parts.sockets.closeAll(CLOSE.serviceRestart, "the node is stopping");
+    // Its actors' sockets close with 1012, and so do the sockets it relays
+    // to other nodes (before the server's shutdown would close them with
+    // 1001): their clients reconnect, to another node.
+    await Promise.all([
+      this.#parts.sockets.closeAll(CLOSE.serviceRestart, "the node is stopping"),
+      this.#parts.relays.closeAll(),
+    ]);
     const serverDone = listener.shutdown();
     this.#revokeTimer?.cancel();
     this.#ownerSweepTimer?.cancel();
-    // What this node relays to other nodes is cut: its clients reconnect elsewhere.
-    await this.#parts.relays.closeAll();
     const drained = await host.drain(options.stopGraceMs);
     if (!drained) log.warn("events still under way at the end of the stop grace period");
     // The executors close their actors once their uploads landed…

@@ -38,7 +38,12 @@ import type {
   SocketEvent,
   SocketMessage,
 } from "../actors/protocol.ts";
-import { MAX_NODE_SOCKETS, MAX_SOCKET_MESSAGE_BYTES, MAX_SOCKETS_PER_ACTOR } from "../limits.ts";
+import {
+  CLOSE_ANSWER_MS,
+  MAX_NODE_SOCKETS,
+  MAX_SOCKET_MESSAGE_BYTES,
+  MAX_SOCKETS_PER_ACTOR,
+} from "../limits.ts";
 import type { Logger } from "../log.ts";
 import type { Clock, Timer } from "../time/clock.ts";
 import type { SocketLike } from "./socket_like.ts";
@@ -48,12 +53,6 @@ import type { SocketLike } from "./socket_like.ts";
  * socket is closed with 1013 (4 MiB: four of the largest messages).
  */
 export const MAX_SOCKET_BUFFERED_BYTES = 4 * MAX_SOCKET_MESSAGE_BYTES;
-
-/**
- * Longest wait for a client to answer a close this node sent; past it the
- * client is dropped (the spec's 5 s).
- */
-export const CLOSE_ANSWER_MS = 5_000;
 
 /** The close codes this node sends of its own (RFC 6455, section 7.4.1). */
 export const CLOSE = {

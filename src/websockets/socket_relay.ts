@@ -13,10 +13,15 @@
  */
 
 import type { SocketMessage } from "../actors/protocol.ts";
+import type { Clock, Timer } from "../time/clock.ts";
+import { CLOSE_ANSWER_MS } from "../limits.ts";
 import { CLOSE, MAX_SOCKET_BUFFERED_BYTES } from "./actor_sockets.ts";
 import type { SocketLike } from "./socket_like.ts";
 
-/** A relay under way: `ended` resolves once both sides closed; `cut` closes both with 1012. */
+/**
+ * A relay under way: `ended` resolves once both sides closed (after a cut,
+ * 5 s at most); `cut` closes both with 1012.
+ */
 export interface SocketRelay {
   ended: Promise<void>;
   cut(reason: string): void;
@@ -27,19 +32,24 @@ export interface SocketRelay {
  *
  * @example
  * ```ts ignore
- * const relay = relaySockets(webSocketOf(socket), new WireSocket(up.conn, options));
+ * const relay = relaySockets(webSocketOf(socket), new WireSocket(up.conn, options), clock);
  * relays.hold({ node, fingerprint }, relay.ended, (error) => relay.cut(error.message));
  * ```
  */
-export function relaySockets(client: SocketLike, owner: SocketLike): SocketRelay {
+export function relaySockets(client: SocketLike, owner: SocketLike, clock: Clock): SocketRelay {
   const { promise: ended, resolve } = Promise.withResolvers<void>();
   let open = 2;
+  let late: Timer | undefined;
   const closedOne = () => {
-    if (--open === 0) resolve();
+    if (--open > 0) return;
+    late?.cancel();
+    resolve();
   };
   const closeBoth = (code: number, reason: string) => {
     client.close(code, reason);
     owner.close(code, reason);
+    // A side that does not answer its close is not waited for past the spec's 5 s.
+    late ??= clock.setTimer(CLOSE_ANSWER_MS, resolve);
   };
   const pass = (to: SocketLike) => (message: SocketMessage) => {
     if (!to.open) return;

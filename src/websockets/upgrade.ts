@@ -23,6 +23,7 @@ import type { ActorKey } from "../actors/key.ts";
 import type { ActorRequest } from "../actors/protocol.ts";
 import type { RelayPeer } from "../cluster/relays.ts";
 import type { PeerForwarding } from "../cluster/routing/peer_forwarding.ts";
+import type { RequestRouting } from "../cluster/routing/request_routing.ts";
 import type { Route } from "../cluster/routing/router.ts";
 import { actorTarget } from "../http/client_handler.ts";
 import { FORWARDED_BY_HEADER } from "../http/forward.ts";
@@ -63,6 +64,12 @@ export interface SocketOpenerOptions {
   route?: (key: ActorKey, forwarded: boolean) => Promise<Route>;
   /** Unset on a standalone node. */
   relaying?: SocketRelaying;
+  /**
+   * Keeps an upgrade from outside for an actor whose node is gone or going
+   * until another node took it (`RequestRouting.keepUntilTaken`); unset on a
+   * standalone node.
+   */
+  keep?: RequestRouting["keepUntilTaken"];
 }
 
 /**
@@ -78,27 +85,47 @@ export interface SocketOpenerOptions {
 export function socketOpener(
   options: SocketOpenerOptions,
 ): (key: ActorKey, request: Request, upgrade: ActorRequest) => Promise<Response> {
-  const { sockets, route, relaying } = options;
+  const { sockets, route, relaying, keep } = options;
+  const here = (key: ActorKey, request: Request, upgrade: ActorRequest) => {
+    const { socket, response } = Deno.upgradeWebSocket(request, {
+      idleTimeout: SOCKET_IDLE_TIMEOUT_SECS,
+    });
+    sockets.accept(key, upgrade, webSocketOf(socket));
+    return response;
+  };
+  const there = (
+    where: { node: string; address: string },
+    key: ActorKey,
+    request: Request,
+    upgrade: ActorRequest,
+  ) =>
+    relaying
+      ? relayTo(relaying, where, key, request, upgrade)
+      : Promise.resolve(refuse(503, `the actor is held by node ${where.node}; retry`));
   return async (key, request, upgrade) => {
     const refusal = sockets.refusal(key);
     if (refusal) return refuse(503, refusal);
     const forwarded = request.headers.has(FORWARDED_BY_HEADER);
     const where = route ? await route(key, forwarded) : { kind: "local" as const };
     switch (where.kind) {
-      case "local": {
-        const { socket, response } = Deno.upgradeWebSocket(request, {
-          idleTimeout: SOCKET_IDLE_TIMEOUT_SECS,
-        });
-        sockets.accept(key, upgrade, webSocketOf(socket));
-        return response;
-      }
+      case "local":
+        return here(key, request, upgrade);
       case "forward":
-        if (!relaying) return refuse(503, `the actor is held by node ${where.node}; retry`);
-        return await relayTo(relaying, where, key, request, upgrade);
-      case "unavailable":
-        return refuse(503, where.message);
+        return await there(where, key, request, upgrade);
       case "not-held":
         return refuse(503, `the actor is held by node ${where.node}; retry`);
+      case "unavailable": {
+        if (!where.ownerDown || forwarded || !keep) return refuse(503, where.message);
+        // Kept like a GET: answered 101 by whichever node took the actor.
+        const kept = await keep<Response>(key, where.node, request.signal, {
+          here: () => Promise.resolve(here(key, request, upgrade)),
+          there: (next) => there(next, key, request, upgrade),
+          refused: (message) => refuse(503, message),
+          notReachable: () => refuse(503, "the actor's node is not reachable; retry"),
+        });
+        // Undefined: the client left, nobody reads the answer.
+        return kept ?? refuse(503, "the actor's node is not reachable; retry");
+      }
     }
   };
 }
@@ -124,7 +151,7 @@ async function relayTo(
   const { socket, response } = Deno.upgradeWebSocket(request, {
     idleTimeout: SOCKET_IDLE_TIMEOUT_SECS,
   });
-  const relay = relaySockets(webSocketOf(socket), owner);
+  const relay = relaySockets(webSocketOf(socket), owner, relaying.clock);
   const peer = { node: where.node, fingerprint: relaying.fingerprintOf(where.node) };
   if (!relaying.relays.hold(peer, relay.ended, (error) => relay.cut(error.message))) {
     relay.cut("this node relays its maximum of sockets");

@@ -16,6 +16,7 @@
 
 import type { SocketMessage } from "../actors/protocol.ts";
 import type { ByteConn } from "../net/h1/connection.ts";
+import { CLOSE_ANSWER_MS } from "../limits.ts";
 import type { Clock, Random, Timer } from "../time/clock.ts";
 import {
   closePayload,
@@ -27,9 +28,6 @@ import {
   readClose,
 } from "./frames.ts";
 import type { SocketHandlers, SocketLike } from "./socket_like.ts";
-
-/** Longest wait for the peer's answer to a close this side sent (the spec's 5 s). */
-export const CLOSE_ANSWER_MS = 5_000;
 
 /** Read size from the connection. */
 const READ_BYTES = 64 * 1024;

@@ -182,12 +182,58 @@ export class RequestRouting {
     const keepable = where.ownerDown && !forwarded && request.body.length === 0 && !unread &&
       (request.method === "GET" || request.method === "HEAD");
     if (!keepable) return { kind: "failed", status: 503, message: where.message };
-    const holder = where.node;
-    const kept = await this.#o.waits.keep<EventOutcome>(
+    const kept = await this.keepUntilTaken<EventOutcome>(key, where.node, client?.signal, {
+      here: async () => {
+        const served = await this.#o.dispatch(key, request);
+        // Another node took it first: its next look forwards there.
+        return served.kind === "failed" && served.heldBy !== undefined ? "taken" : served;
+      },
+      there: async (next) => {
+        const sent = await cluster.peers.forward(
+          next.address,
+          next.node,
+          key,
+          request,
+          client?.signal,
+        );
+        // Nothing ran there, and it is forgotten: the next look reads the record.
+        return sent.kind === "not-held" ? "not-held" : sent;
+      },
+      refused: (message) => ({ kind: "failed", status: 503, message }),
+      notReachable,
+    });
+    return kept ?? notReachable();
+  }
+
+  /**
+   * Keeps a request for `key`, whose holder `holder` is gone or going,
+   * until the actor is free (the spec's failover wait): about once a second
+   * while the holder is gone or freed, without a bucket request while it is
+   * only stale, the route is looked up again; `here` serves it once it routes
+   * here (`"taken"`: another node won the actor, look again), `there` sends
+   * it to the node that took it (`"not-held"`: look again). Undefined when
+   * the client left (`signal`); `notReachable` when the wait ends unserved.
+   * A GET, a HEAD and a WebSocket upgrade from outside are kept this way.
+   */
+  async keepUntilTaken<T>(
+    key: ActorKey,
+    holder: string,
+    signal: AbortSignal | undefined,
+    serve: {
+      here: () => Promise<T | "taken">;
+      there: (where: Extract<Route, { kind: "forward" }>) => Promise<T | "not-held">;
+      refused: (message: string) => T;
+      notReachable: () => T;
+    },
+  ): Promise<T | undefined> {
+    const cluster = this.#o.plane!;
+    return await this.#o.waits.keep<T>(
       `${key.tenant}/${key.class}/${key.name}`,
-      client?.signal,
+      signal,
       async (waitEnds) => {
-        if (!cluster.valid()) return { wait: false, outcome: "lease_lost", value: notReachable() };
+        if (!cluster.valid()) {
+          return { wait: false, outcome: "lease_lost", value: serve.notReachable() };
+        }
         // While the holder's heartbeat is only stale, no bucket request:
         // the fence (this node's or a peer's, seen at a listing) frees it.
         const view = cluster.membership;
@@ -197,33 +243,20 @@ export class RequestRouting {
         const next = await untilAborted(cluster.route(key, false, this.#o.holdsHere), waitEnds);
         if (!next || (next.kind === "unavailable" && next.ownerDown)) return { wait: true };
         if (next.kind === "local") {
-          const served = await this.#o.dispatch(key, request);
-          // Another node took it first: its next look forwards there.
-          if (served.kind === "failed" && served.heldBy !== undefined) return { wait: true };
+          const served = await serve.here();
+          if (served === "taken") return { wait: true };
           return { wait: false, outcome: "served", value: served };
         }
         if (next.kind === "forward") {
-          const sent = await cluster.peers.forward(
-            next.address,
-            next.node,
-            key,
-            request,
-            client?.signal,
-          );
-          // Nothing ran there, and it is forgotten: the next look reads the record.
-          if (sent.kind === "not-held") return { wait: true };
+          const sent = await serve.there(next);
+          if (sent === "not-held") return { wait: true };
           return { wait: false, outcome: "forwarded", value: sent };
         }
         if (next.kind === "not-held") return { wait: true };
-        return {
-          wait: false,
-          outcome: "forwarded",
-          value: { kind: "failed", status: 503, message: next.message },
-        };
+        return { wait: false, outcome: "forwarded", value: serve.refused(next.message) };
       },
-      notReachable,
+      serve.notReachable,
     );
-    return kept ?? notReachable();
   }
 
   /**
