@@ -11,7 +11,7 @@
  * request).
  *
  * Usage: `deno run -A bench/stream_bench.ts [--wasmkeep-root DIR]
- * [--forwarder-v8-flags FLAGS]`, where `--wasmkeep-root` is the checkout
+ * [--forwarder-v8-flags FLAGS] [--concurrent N] [--body-mib N]`, where `--wasmkeep-root` is the checkout
  * whose `main.ts` the nodes run (default: this one), to compare with
  * another commit in the same run, and `--forwarder-v8-flags` are V8 flags
  * for `b` alone (`--max-semi-space-size=1`: garbage collected sooner).
@@ -21,17 +21,24 @@
 
 import { parseArgs } from "node:util";
 
-/** Requests at once, each to its own actor. */
+/** Requests at once, each to its own actor (`--concurrent`). */
 export const CONCURRENT = 4;
 /** Rounds of `CONCURRENT` requests. */
 export const ROUNDS = 2;
-/** Each body's size. */
+/** Each body's size (`--body-mib`). */
 export const BODY_BYTES = 16 * 1024 * 1024;
 
 const { values } = parseArgs({
   args: Deno.args,
-  options: { "wasmkeep-root": { type: "string" }, "forwarder-v8-flags": { type: "string" } },
+  options: {
+    "wasmkeep-root": { type: "string" },
+    "forwarder-v8-flags": { type: "string" },
+    concurrent: { type: "string" },
+    "body-mib": { type: "string" },
+  },
 });
+const concurrent = Number(values.concurrent ?? CONCURRENT);
+const bodyBytes = values["body-mib"] ? Number(values["body-mib"]) * 1024 * 1024 : BODY_BYTES;
 const root = values["wasmkeep-root"] ?? new URL("..", import.meta.url).pathname;
 const v8Flags = values["forwarder-v8-flags"];
 const { scratchDir, startClusterNode } = await import(`${root}/test/helpers/cluster.ts`);
@@ -43,7 +50,7 @@ function rssMiB(pid: number): number {
 }
 
 const TESTBED = ["--actor", `testbed=${TESTBED_WASM}`];
-const LIMIT = { extra: ["--max-body-bytes", String(20 * 1024 * 1024)] };
+const LIMIT = { extra: ["--max-body-bytes", String(bodyBytes + 4 * 1024 * 1024)] };
 const dir = await scratchDir("wk-stream-bench-");
 const bucketUrl = `file://${dir}/bucket`;
 const [a, b] = await Promise.all([
@@ -60,7 +67,7 @@ try {
     if (response.status !== 200) throw new Error(`${actor}: ${response.status}`);
     return { bytes: bytes.byteLength, node: response.headers.get("x-wasmkeep-node") };
   };
-  const actors = Array.from({ length: CONCURRENT }, (_, i) => `big${i}`);
+  const actors = Array.from({ length: concurrent }, (_, i) => `big${i}`);
   for (const actor of actors) await post(a.url, actor, "wake");
   // b learns where each is, and warms its paths, with short bodies.
   for (const actor of actors) await post(b.url, actor, "warm");
@@ -68,12 +75,12 @@ try {
   const before = rssMiB(b.pid);
   let peak = before;
   const sampler = setInterval(() => peak = Math.max(peak, rssMiB(b.pid)), 5);
-  const body = new Uint8Array(BODY_BYTES).fill(65);
+  const body = new Uint8Array(bodyBytes).fill(65);
   const started = performance.now();
   for (let round = 0; round < ROUNDS; round++) {
     const answers = await Promise.all(actors.map((actor) => post(b.url, actor, body)));
     for (const answer of answers) {
-      if (answer.node !== "a" || answer.bytes < BODY_BYTES) {
+      if (answer.node !== "a" || answer.bytes < bodyBytes) {
         throw new Error(`answered by ${answer.node} with ${answer.bytes} bytes`);
       }
     }
@@ -81,13 +88,13 @@ try {
   const seconds = (performance.now() - started) / 1000;
   clearInterval(sampler);
   peak = Math.max(peak, rssMiB(b.pid));
-  const whole = CONCURRENT * 2 * BODY_BYTES / (1024 * 1024);
+  const whole = concurrent * 2 * bodyBytes / (1024 * 1024);
   const result = {
     root,
     v8Flags: v8Flags ?? null,
-    concurrent: CONCURRENT,
+    concurrent,
     rounds: ROUNDS,
-    bodyMiB: BODY_BYTES / (1024 * 1024),
+    bodyMiB: bodyBytes / (1024 * 1024),
     rssBeforeMiB: Number(before.toFixed(1)),
     peakRssMiB: Number(peak.toFixed(1)),
     riseMiB: Number((peak - before).toFixed(1)),
