@@ -333,8 +333,8 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
   metrics.gauge("wasmkeep_websockets", "WebSockets open on this node.", () => sockets.count);
   const relays = new Relays();
   const routeSocket = plane &&
-    ((key: ActorKey, forwarded: boolean) =>
-      plane.route(key, forwarded, (actor) => host.holds(actor)));
+    ((key: ActorKey, forwarded: boolean, fresh?: boolean) =>
+      plane.route(key, forwarded, (actor) => host.holds(actor), fresh));
   const openSocket = socketOpener({
     sockets,
     route: routeSocket,

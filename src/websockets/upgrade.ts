@@ -60,8 +60,11 @@ export interface SocketRelaying {
 /** What {@linkcode socketOpener} works with. */
 export interface SocketOpenerOptions {
   sockets: ActorSockets;
-  /** Where a request for the actor goes; unset on a standalone node (always here). */
-  route?: (key: ActorKey, forwarded: boolean) => Promise<Route>;
+  /**
+   * Where a request for the actor goes (`fresh`: from its record, not the
+   * holder remembered); unset on a standalone node (always here).
+   */
+  route?: (key: ActorKey, forwarded: boolean, fresh?: boolean) => Promise<Route>;
   /** Unset on a standalone node. */
   relaying?: SocketRelaying;
   /**
@@ -94,7 +97,7 @@ export function socketOpener(
     return response;
   };
   const there = (
-    where: { node: string; address: string },
+    where: { node: string; address: string; remembered?: boolean },
     key: ActorKey,
     request: Request,
     upgrade: ActorRequest,
@@ -110,8 +113,19 @@ export function socketOpener(
     switch (where.kind) {
       case "local":
         return here(key, request, upgrade);
-      case "forward":
-        return await there(where, key, request, upgrade);
+      case "forward": {
+        const sent = await there(where, key, request, upgrade);
+        if (sent !== UNSENT) return sent;
+        // A remembered holder that could not be reached read nothing (it may
+        // have just stopped): routed again from the record, once.
+        const fresh = await route!(key, forwarded, true);
+        if (fresh.kind === "local") return here(key, request, upgrade);
+        if (fresh.kind === "forward" && fresh.node !== where.node) {
+          const again = await there(fresh, key, request, upgrade);
+          if (again !== UNSENT) return again;
+        }
+        return refuse(503, "the actor's node did not answer; retry");
+      }
       case "not-held":
         return refuse(503, `the actor is held by node ${where.node}; retry`);
       case "unavailable": {
@@ -119,7 +133,10 @@ export function socketOpener(
         // Kept like a GET: answered 101 by whichever node took the actor.
         const kept = await keep<Response>(key, where.node, request.signal, {
           here: () => Promise.resolve(here(key, request, upgrade)),
-          there: (next) => there(next, key, request, upgrade),
+          there: async (next) => {
+            const sent = await there(next, key, request, upgrade);
+            return sent === UNSENT ? refuse(503, "the actor's node did not answer; retry") : sent;
+          },
           refused: (message) => refuse(503, message),
           notReachable: () => refuse(503, "the actor's node is not reachable; retry"),
         });
@@ -130,16 +147,24 @@ export function socketOpener(
   };
 }
 
-/** Sends the upgrade on to the owner; once it switched, the client's 101 and the relay. */
+/** {@linkcode relayTo}'s answer when a remembered holder read nothing: route again. */
+const UNSENT = Symbol("unsent to a remembered holder");
+
+/**
+ * Sends the upgrade on to the owner; once it switched, the client's 101 and
+ * the relay. {@linkcode UNSENT} when the holder was only remembered and
+ * could not be reached.
+ */
 async function relayTo(
   relaying: SocketRelaying,
-  where: { node: string; address: string },
+  where: { node: string; address: string; remembered?: boolean },
   key: ActorKey,
   request: Request,
   upgrade: ActorRequest,
-): Promise<Response> {
+): Promise<Response | typeof UNSENT> {
   if (relaying.relays.full) return refuse(503, "this node relays its maximum of sockets; retry");
   const up = await relaying.upgrade(where.address, where.node, key, upgrade);
+  if (up.kind === "failed" && up.unsent && where.remembered) return UNSENT;
   if (up.kind === "failed") return refuse(up.status, up.message);
   const owner = new WireSocket(up.conn, {
     role: "client",

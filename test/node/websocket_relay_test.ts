@@ -120,7 +120,7 @@ Deno.test("relayed websockets in plain accept mode: through the owner's client p
   }
 });
 
-Deno.test("a websocket upgrade for a dead node's actor is kept like a GET and answered 101 by the node that took it", async () => {
+Deno.test("a SIGKILL of the owner: the socket relayed through b closes with 1012, and an upgrade kept by the failover wait is answered 101 by b once it took the room", async () => {
   const dir = await scratchDir("wk-wsr-");
   const bucketUrl = `file://${dir}/bucket`;
   try {
@@ -131,12 +131,15 @@ Deno.test("a websocket upgrade for a dead node's actor is kept like a GET and an
     ]);
     try {
       const first = await openSocket(`${wsOf(a.url)}/actor/testbed/room`);
+      const relayed = await openSocket(`${wsOf(b.url)}/actor/testbed/room`);
       first.socket.send("insert");
       assert.equal(await first.next(), "inserted");
       // Durable, and with it the socket's write before it: b restores both.
       assert.equal((await text(`${a.url}/actor/testbed/room/durable`)).body, "ok");
       await a.killTree();
       const killedAt = performance.now();
+      // The socket b relayed to a closes with 1012: its client reconnects.
+      assert.equal((await relayed.closed).code, 1012);
       // Out of b's view (10 s after a's last write): the upgrade is kept, not refused.
       await new Promise((resolve) => setTimeout(resolve, 11_000));
       const kept = await openSocket(`${wsOf(b.url)}/actor/testbed/room`);
@@ -154,6 +157,63 @@ Deno.test("a websocket upgrade for a dead node's actor is kept like a GET and an
     } finally {
       await a.kill().catch(() => {});
       await b.stop();
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("one room across two nodes: every client sees every message in one order; a SIGTERM of the owner closes with 1012, and clients reconnecting through any node find the room with its history", async () => {
+  const dir = await scratchDir("wk-wsr-");
+  const bucketUrl = `file://${dir}/bucket`;
+  try {
+    const [a, b] = await Promise.all([
+      startTlsClusterNode("a", dir, bucketUrl, TESTBED),
+      startTlsClusterNode("b", dir, bucketUrl, TESTBED),
+    ]);
+    let stopped = false;
+    try {
+      assert.equal((await text(`${a.url}/actor/testbed/room/rows`)).node, "a");
+      const onA = await openSocket(`${wsOf(a.url)}/actor/testbed/room`);
+      const onB = await openSocket(`${wsOf(b.url)}/actor/testbed/room`);
+      // Both send at once; the room broadcasts each message to everyone, one event at a time.
+      for (let i = 0; i < 20; i++) {
+        onA.socket.send(`all:a${i}`);
+        onB.socket.send(`all:b${i}`);
+      }
+      const seen = async (client: typeof onA) => {
+        const messages: string[] = [];
+        for (let i = 0; i < 40; i++) messages.push(await client.next());
+        return messages;
+      };
+      const [fromA, fromB] = await Promise.all([seen(onA), seen(onB)]);
+      assert.deepEqual(fromA, fromB, "one order for everyone");
+      for (const who of ["a", "b"]) {
+        const own = fromA.filter((m) => m.startsWith(who));
+        assert.deepEqual(
+          own,
+          Array.from({ length: 20 }, (_, i) => `${who}${i}`),
+          `${who}'s in order`,
+        );
+      }
+      onA.socket.send("insert");
+      assert.equal(await onA.next(), "inserted");
+
+      // The owner stops cleanly: its own client and the one relayed through b get 1012.
+      await a.stop();
+      stopped = true;
+      assert.equal((await onA.closed).code, 1012);
+      assert.equal((await onB.closed).code, 1012);
+      // Reconnecting through b: the room runs there now, with what it had.
+      const again = await openSocket(`${wsOf(b.url)}/actor/testbed/room`);
+      again.socket.send("count");
+      assert.equal(await again.next(), "1");
+      assert.equal((await text(`${b.url}/actor/testbed/room/rows`)).body, "1");
+      assert.equal((await text(`${b.url}/actor/testbed/room/rows`)).node, "b");
+      again.socket.close();
+      await again.closed;
+    } finally {
+      await Promise.all([stopped ? Promise.resolve() : a.stop(), b.stop()]);
     }
   } finally {
     await Deno.remove(dir, { recursive: true });

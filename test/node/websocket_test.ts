@@ -121,6 +121,21 @@ Deno.test("websockets: the actor sends from a request's event, closes a socket i
   });
 });
 
+Deno.test("websockets: a message over 1 MiB closes its socket with 1009, and the actor is told", async () => {
+  await withNode(["--actor", `testbed=${TESTBED_WASM}`, "--node-id", "ws"], async (node) => {
+    const a = await openSocket(`${node.url.replace(/^http/, "ws")}/actor/testbed/room`);
+    a.socket.send("x".repeat(1024 * 1024 + 1));
+    const event = await a.closed;
+    assert.equal(event.code, 1009);
+    await until("the close event", () => node.logs().includes("websocket close 1009"));
+    const other = await openSocket(`${node.url.replace(/^http/, "ws")}/actor/testbed/room`);
+    other.socket.send("x".repeat(1024 * 1024));
+    assert.equal((await other.next() as string).length, 1024 * 1024, "1 MiB itself passes");
+    other.socket.close();
+    await other.closed;
+  });
+});
+
 Deno.test("websockets: a malformed upgrade is 400 in one line; an unknown class is 404", async () => {
   await withNode(["--actor", `testbed=${TESTBED_WASM}`, "--node-id", "ws"], async (node) => {
     const upgrade = (path: string, headers: Record<string, string>) =>

@@ -371,6 +371,7 @@ export class PeerForwarding {
       kind: "failed",
       status: failure === "timeout" ? 504 : 503,
       message: "the actor's node did not answer; retry",
+      unsent: failure === "unsent",
     };
   }
 
