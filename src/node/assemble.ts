@@ -56,6 +56,7 @@ import {
 } from "./policies.ts";
 import type { ClientListen, ClientListener } from "./listen.ts";
 import { ActorSockets } from "../websockets/actor_sockets.ts";
+import { movedSince } from "../websockets/owner_sweep.ts";
 import { relayedSocketAcceptor, socketOpener } from "../websockets/upgrade.ts";
 import type { UpgradeAnswer } from "../net/h1/server.ts";
 
@@ -132,6 +133,8 @@ export interface NodeParts {
   relays: Relays;
   /** The WebSockets of the actors this node serves. */
   sockets: ActorSockets;
+  /** Whether another node took an actor since its sockets' last event ran here. */
+  socketsMovedAway: (key: ActorKey) => Promise<boolean>;
   /** The cluster listener's upgrades: WebSockets relayed here by peers (a cluster node). */
   clusterUpgrade: ((request: Request) => Promise<UpgradeAnswer>) | undefined;
 }
@@ -329,7 +332,21 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     dispatch: (key, request, socket) => host.dispatch(key, request, socket),
     log,
     clock,
+    // A wake of a room whose record names another node: that node ran its
+    // events meanwhile, where these sockets could not see them.
+    movedAway: plane && ((key) => movedAway(key)),
+    heldGeneration: (key) => host.holdOf(key)?.generation,
   });
+  /**
+   * Whether another node took `key` since its sockets' last event ran here:
+   * its record names that node at a later generation. Before any event of
+   * them ran here (an open whose take is under way), no.
+   */
+  const movedAway = async (key: ActorKey): Promise<boolean> => {
+    const last = sockets.lastHeld(key);
+    if (host.holds(key) || last === undefined) return false;
+    return movedSince(await ownership.read(key), options.nodeId, last);
+  };
   metrics.gauge("wasmkeep_websockets", "WebSockets open on this node.", () => sockets.count);
   const relays = new Relays();
   const routeSocket = plane &&
@@ -472,6 +489,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     listener,
     relays,
     sockets,
+    socketsMovedAway: movedAway,
     clusterUpgrade,
   };
 }

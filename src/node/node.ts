@@ -347,12 +347,11 @@ export class WasmKeepNode {
    * took while they hibernated here close with 1012 (owner_sweep.ts).
    */
   async #sweepOwners(): Promise<void> {
-    const { sockets, host, ownership, options, log, clock } = this.#parts;
+    const { sockets, host, socketsMovedAway, log, clock } = this.#parts;
     const closed = await sweepMovedActors({
-      nodeId: options.nodeId,
       actors: () => sockets.actors(),
       holdsHere: (key) => host.holds(key),
-      readRecord: (key) => ownership.read(key),
+      movedAway: socketsMovedAway,
       closeMoved: (key) => sockets.closeMoved(key),
       log,
     });

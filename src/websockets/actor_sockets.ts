@@ -13,9 +13,11 @@
  *   stays open unless the actor closes it;
  * - an `open` event that could not run at all (the actor's queue full, its
  *   node not ready) closes the socket with 1013 (try again later);
- * - an event refused because another node holds the actor closes the
- *   socket with 1012 (the actor moved), and no `close` event runs for it
- *   here.
+ * - a message for an actor another node took meanwhile (its record names
+ *   that node, asked before the event runs when this node does not hold the
+ *   actor), or an event refused because another node holds it, closes the
+ *   actor's sockets with 1012 (the actor moved), and no `close` event runs
+ *   for them here.
  *
  * Bounds: sockets per actor and per node (each an open file), a message's
  * size either way ({@linkcode MAX_SOCKET_MESSAGE_BYTES}: a larger one from
@@ -75,6 +77,15 @@ export interface ActorSocketsOptions {
   maxPerActor?: number;
   /** Default {@linkcode MAX_NODE_SOCKETS}. */
   maxSockets?: number;
+  /**
+   * Whether another node took the actor since this node held it (a cluster
+   * node: its record names another node), asked before a message's event
+   * runs: its sockets here then close with 1012, unannounced. Unset on a
+   * standalone node.
+   */
+  movedAway?: (key: ActorKey) => Promise<boolean>;
+  /** The generation of this node's hold on the actor now, if it holds it (ActorHost.holdOf). */
+  heldGeneration?: (key: ActorKey) => bigint | undefined;
 }
 
 /** One open socket. */
@@ -113,6 +124,10 @@ const EMPTY_REQUEST: ActorRequest = {
 export class ActorSockets {
   readonly #o: ActorSocketsOptions;
   readonly #byActor = new Map<string, Map<number, OpenSocket>>();
+  /** Per actor, the last event waiting for {@linkcode ActorSocketsOptions.movedAway}. */
+  readonly #checks = new Map<string, Promise<void>>();
+  /** Per actor with sockets, the generation its last socket event ran at here. */
+  readonly #lastHeld = new Map<string, bigint>();
   #count = 0;
   #nextId: number;
 
@@ -163,6 +178,15 @@ export class ActorSockets {
       },
     });
     return id;
+  }
+
+  /**
+   * The generation of this node's hold the actor's last socket event ran
+   * at; undefined before one ran here. A record of another node at a later
+   * generation means the actor moved while its sockets were here.
+   */
+  lastHeld(key: ActorKey): bigint | undefined {
+    return this.#lastHeld.get(actorKeyString(key));
   }
 
   /** The ids of `key`'s open sockets: what its next event lists. */
@@ -275,14 +299,44 @@ export class ActorSockets {
   #forget(entry: OpenSocket): boolean {
     const sockets = this.#byActor.get(entry.actorId);
     if (!sockets?.delete(entry.id)) return false;
-    if (sockets.size === 0) this.#byActor.delete(entry.actorId);
+    if (sockets.size === 0) {
+      this.#byActor.delete(entry.actorId);
+      this.#lastHeld.delete(entry.actorId);
+    }
     this.#count--;
     return true;
   }
 
   #event(entry: OpenSocket, request: ActorRequest, socket: SocketEvent): void {
+    const id = entry.actorId;
+    const earlier = this.#checks.get(id);
+    const check = socket.kind === "message" ? this.#o.movedAway : undefined;
+    if (!check && !earlier) return this.#dispatch(entry, request, socket);
+    // Queued behind the checks before it, so the actor's events keep their order.
+    const queued = (earlier ?? Promise.resolve()).then(async () => {
+      if (check && await check(entry.key).catch(() => false)) {
+        this.closeMoved(entry.key);
+        return;
+      }
+      // Closed meanwhile (moved, or by its client): nothing to run.
+      if (!this.#byActor.get(id)?.has(entry.id) && socket.kind !== "close") return;
+      this.#dispatch(entry, request, socket);
+    });
+    this.#checks.set(id, queued);
+    queued.finally(() => {
+      if (this.#checks.get(id) === queued) this.#checks.delete(id);
+    });
+  }
+
+  #dispatch(entry: OpenSocket, request: ActorRequest, socket: SocketEvent): void {
     this.#o.dispatch(entry.key, request, socket).then((outcome) => {
-      if (outcome.kind !== "failed") return;
+      if (outcome.kind !== "failed") {
+        const generation = this.#o.heldGeneration?.(entry.key);
+        if (generation !== undefined && this.#byActor.has(entry.actorId)) {
+          this.#lastHeld.set(entry.actorId, generation);
+        }
+        return;
+      }
       if (outcome.heldBy !== undefined) {
         // Another node took the actor: this node's sockets of it close, unannounced here.
         this.closeMoved(entry.key);

@@ -4,8 +4,10 @@
  * on its node, and a client that only listens sends nothing that would
  * find out another node took the actor meanwhile. Once a minute the node
  * reads the ownership record of each actor it keeps sockets of but does not
- * hold, and closes the sockets of those another node holds now, with 1012
- * and no `close` event here.
+ * hold, and closes the sockets of those whose record names another node at
+ * a later generation than their last event here (held there now, or held
+ * and released since: either way its events ran where these sockets could
+ * not see them), with 1012 and no `close` event here.
  *
  * Bounded: at most {@linkcode MAX_OWNER_SWEEP_READS} records a sweep (the
  * actors not read wait for the next one), one at a time; a record that
@@ -24,17 +26,42 @@ export const OWNER_SWEEP_MS = 60_000;
 /** Most ownership records one sweep reads. */
 export const MAX_OWNER_SWEEP_READS = 1024;
 
+/**
+ * Whether `record` says another node took the actor after its sockets'
+ * last event ran on `nodeId` at generation `lastHeld`: it names another
+ * node at a later generation. Before any event of them ran here (an open
+ * whose take is under way: `lastHeld` undefined), no.
+ *
+ * @example
+ * ```ts
+ * import { movedSince } from "./owner_sweep.ts";
+ * const record = { version: 1 as const, node: "b", process: "p", generation: 3n,
+ *   state: "released" as const, at: 0 };
+ * movedSince(record, "a", 2n); // true
+ * movedSince(record, "a", undefined); // false
+ * ```
+ */
+export function movedSince(
+  record: OwnerRecord | undefined,
+  nodeId: string,
+  lastHeld: bigint | undefined,
+): boolean {
+  if (record === undefined || lastHeld === undefined) return false;
+  return record.node !== nodeId && record.generation > lastHeld;
+}
+
 /** What {@linkcode sweepMovedActors} works with. */
 export interface OwnerSweepOptions {
-  /** This node's id. */
-  nodeId: string;
   /** The actors this node keeps sockets of. */
   actors(): ActorKey[];
   /** Whether this node holds the actor now (its record is then its own). */
   holdsHere(key: ActorKey): boolean;
-  /** The actor's ownership record, undefined when it has none. */
-  readRecord(key: ActorKey): Promise<OwnerRecord | undefined>;
-  /** Closes the actor's sockets here: another node holds it. */
+  /**
+   * Whether another node took the actor since its sockets' last event ran
+   * here (a read of its record); rejects when the record cannot be read.
+   */
+  movedAway(key: ActorKey): Promise<boolean>;
+  /** Closes the actor's sockets here: another node took it. */
   closeMoved(key: ActorKey): number;
   log: Logger;
 }
@@ -44,30 +71,27 @@ export interface OwnerSweepOptions {
  *
  * @example
  * ```ts ignore
- * const closed = await sweepMovedActors({ nodeId, actors: () => sockets.actors(),
- *   holdsHere: (key) => host.holds(key), readRecord: (key) => ownership.read(key),
- *   closeMoved: (key) => sockets.closeMoved(key), log });
+ * const closed = await sweepMovedActors({ actors: () => sockets.actors(),
+ *   holdsHere: (key) => host.holds(key), movedAway, closeMoved: (key) => sockets.closeMoved(key),
+ *   log });
  * ```
  */
 export async function sweepMovedActors(options: OwnerSweepOptions): Promise<number> {
-  const { nodeId, log } = options;
+  const { log } = options;
   let closed = 0;
   let reads = 0;
   for (const key of options.actors()) {
     if (options.holdsHere(key)) continue;
     if (reads++ >= MAX_OWNER_SWEEP_READS) break;
-    let record: OwnerRecord | undefined;
+    let moved: boolean;
     try {
-      record = await options.readRecord(key);
+      moved = await options.movedAway(key);
     } catch (error) {
       log.debug("the owner sweep could not read a record", { error: String(error) });
       continue;
     }
     // Held since the read began (a message woke it here): its own record.
-    if (options.holdsHere(key)) continue;
-    if (record && record.state === "held" && record.node !== nodeId) {
-      closed += options.closeMoved(key);
-    }
+    if (moved && !options.holdsHere(key)) closed += options.closeMoved(key);
   }
   return closed;
 }

@@ -102,3 +102,39 @@ Deno.test("websockets: a quiet room hibernates with its sockets open, wakes on a
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("websockets: a socket that only listens is closed with 1012 by its node's owner sweep, a minute at most after another node took its room", async () => {
+  const dir = await scratchDir("wk-ws-hib-");
+  const bucketUrl = `file://${dir}/bucket`;
+  const bucket = new FileBucket(`${dir}/bucket`);
+  const record = async () => {
+    const object = await bucket.get(RECORD);
+    return object ? decodeOwnerRecord(object.body, RECORD) : undefined;
+  };
+  const idle = { extra: ["--idle-secs", "1"] };
+  try {
+    const [a, b] = await Promise.all([
+      startClusterNode("a", dir, bucketUrl, ACTORS, idle),
+      startClusterNode("b", dir, bucketUrl, ACTORS, idle),
+    ]);
+    try {
+      const listener = await openSocket(`${a.url.replace(/^http/, "ws")}/actor/testbed/room`);
+      await until("the room's hibernation", async () => (await record())?.state === "released");
+      const rows = await fetch(`${b.url}/actor/testbed/room/rows`);
+      assert.equal(rows.headers.get("x-wasmkeep-node"), "b");
+      await rows.body?.cancel();
+      const takenAt = performance.now();
+      const closed = await listener.closed;
+      const afterMs = performance.now() - takenAt;
+      assert.equal(closed.code, 1012);
+      assert.ok(afterMs <= 62_000, `closed ${afterMs} ms after b took the room`);
+      assert.match(a.logs(), /closed the sockets of actors another node took/);
+      assert.equal(a.logs().includes("websocket close"), false);
+    } finally {
+      await Promise.all([a.stop(), b.stop()]);
+    }
+  } finally {
+    await bucket.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

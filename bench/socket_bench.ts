@@ -1,0 +1,194 @@
+/**
+ * The WebSocket benchmark (issue 18): messages through one room with 100
+ * sockets, each socket sending a small text message and waiting for its
+ * echo before the next (closed loop), for a fixed window. Three servers in
+ * the same run, each loaded by its own load process:
+ *
+ * - `baseline`: a plain `Deno.upgradeWebSocket` echo server (no actor);
+ * - `local`: a WasmKeep node whose testbed actor echoes each message (one
+ *   event per message, one actor for the whole room);
+ * - `relayed`: the same room reached through a second node, which relays
+ *   every socket to the owner.
+ *
+ * Reported: echoes per second and the p50/p99 of a message's round trip,
+ * and each case's echoes per second over the baseline's. The nodes run on
+ * one file bucket (plain HTTP between them, lease ttl 3 s).
+ *
+ * Usage: `deno run -A bench/socket_bench.ts [--rounds N] [--sockets N]`
+ * (about 25 s a round).
+ *
+ * @module
+ */
+
+import { cpuModel, flag, ROOT, startServer, stopAll } from "./processes.ts";
+
+/** Sockets in the room. */
+export const SOCKETS = 100;
+/** Warm-up of each case, ms (not measured). */
+export const WARMUP_MS = 1_000;
+/** Measured window of each case, ms. */
+export const DURATION_MS = 5_000;
+
+interface LoadResult {
+  messages: number;
+  perSecond: number;
+  p50Us: number;
+  p99Us: number;
+}
+
+/** The load: `sockets` sockets to `url`, each sending and awaiting its echo until the window ends. */
+async function load(url: string, sockets: number): Promise<LoadResult> {
+  const times: number[] = [];
+  let measuring = false;
+  let stopping = false;
+  const run = async (index: number) => {
+    const socket = new WebSocket(url);
+    await new Promise<void>((resolve, reject) => {
+      socket.onopen = () => resolve();
+      socket.onerror = () => reject(new Error(`socket ${index} to ${url} failed`));
+    });
+    let sentAt = 0;
+    let answered: () => void = () => {};
+    socket.onmessage = () => answered();
+    while (!stopping) {
+      const echoed = new Promise<void>((resolve) => (answered = resolve));
+      sentAt = performance.now();
+      socket.send(`m${index}`);
+      await echoed;
+      if (measuring) times.push((performance.now() - sentAt) * 1000);
+    }
+    socket.close();
+  };
+  const all = Array.from({ length: sockets }, (_, i) => run(i));
+  await new Promise((resolve) => setTimeout(resolve, WARMUP_MS));
+  measuring = true;
+  await new Promise((resolve) => setTimeout(resolve, DURATION_MS));
+  measuring = false;
+  stopping = true;
+  await Promise.all(all);
+  const sorted = times.sort((x, y) => x - y);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+  return {
+    messages: sorted.length,
+    perSecond: sorted.length / (DURATION_MS / 1000),
+    p50Us: at(0.5),
+    p99Us: at(0.99),
+  };
+}
+
+/** Runs the load in a process of its own (so it does not share the bench's event loop). */
+async function loadProcess(url: string, sockets: number): Promise<LoadResult> {
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      new URL(import.meta.url).pathname,
+      "--role",
+      "load",
+      "--url",
+      url,
+      "--sockets",
+      String(sockets),
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  if (!output.success) throw new Error(new TextDecoder().decode(output.stderr));
+  return JSON.parse(new TextDecoder().decode(output.stdout).trim().split("\n").pop()!);
+}
+
+/** The baseline server: echoes every message on its socket; prints its port. */
+function runEchoServer(): void {
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (request) => {
+    const { socket, response } = Deno.upgradeWebSocket(request);
+    socket.onmessage = (event) => socket.send(event.data);
+    return response;
+  });
+  console.log(`listening on http://127.0.0.1:${server.addr.port}`);
+}
+
+function startNode(id: string, dir: string) {
+  return startServer(id, [
+    "run",
+    "-A",
+    `${ROOT}main.ts`,
+    "serve",
+    "--actor",
+    `testbed=${ROOT}test/fixtures/components/testbed.wasm`,
+    "--node-id",
+    id,
+    "--lease-ttl-secs",
+    "3",
+    "--cluster-plaintext",
+    "accept",
+    "--bucket",
+    `file://${dir}/bucket`,
+    "--data-dir",
+    `${dir}/${id}`,
+    "--listen",
+    "127.0.0.1:0",
+  ], /node ready .*url=(http:\/\/\S+)/);
+}
+
+async function main(): Promise<void> {
+  const rounds = Number(flag("rounds") ?? 2);
+  const sockets = Number(flag("sockets") ?? SOCKETS);
+  const dir = await Deno.makeTempDir({ prefix: "wk-socket-bench-" });
+  try {
+    const echo = await startServer("echo", [
+      "run",
+      "-A",
+      new URL(import.meta.url).pathname,
+      "--role",
+      "echo",
+    ], /listening on (http:\/\/\S+)/);
+    const [a, b] = await Promise.all([startNode("a", dir), startNode("b", dir)]);
+    // The room lives on a.
+    await (await fetch(`${a.url}/actor/testbed/room/rows`)).text();
+    const ws = (url: string) => url.replace(/^http/, "ws");
+    const cases = {
+      baseline: `${ws(echo.url)}/`,
+      local: `${ws(a.url)}/actor/testbed/room`,
+      relayed: `${ws(b.url)}/actor/testbed/room`,
+    };
+    const results: Record<string, LoadResult[]> = { baseline: [], local: [], relayed: [] };
+    for (let round = 1; round <= rounds; round++) {
+      for (const [name, url] of Object.entries(cases)) {
+        const result = await loadProcess(url, sockets);
+        results[name].push(result);
+        console.error(
+          `round ${round} ${name}: ${result.perSecond.toFixed(0)} echoes/s, p50 ${
+            result.p50Us.toFixed(0)
+          } µs, p99 ${result.p99Us.toFixed(0)} µs`,
+        );
+      }
+    }
+    const median = (values: number[]) =>
+      [...values].sort((x, y) => x - y)[Math.floor(values.length / 2)];
+    const base = median(results.baseline.map((r) => r.perSecond));
+    const lines = [
+      `bench/socket_bench.ts --rounds ${rounds} --sockets ${sockets} (${cpuModel()}, ${navigator.hardwareConcurrency} cores)`,
+      "",
+      "| case | echoes/s | p50 µs | p99 µs | over the baseline |",
+      "| --- | ---: | ---: | ---: | ---: |",
+    ];
+    for (const [name, runs] of Object.entries(results)) {
+      const perSecond = median(runs.map((r) => r.perSecond));
+      lines.push(
+        `| ${name} | ${perSecond.toFixed(0)} | ${median(runs.map((r) => r.p50Us)).toFixed(0)} | ${
+          median(runs.map((r) => r.p99Us)).toFixed(0)
+        } | ${(perSecond / base * 100).toFixed(1)} % |`,
+      );
+    }
+    console.log(lines.join("\n"));
+  } finally {
+    await stopAll();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+}
+
+const role = flag("role");
+if (role === "echo") runEchoServer();
+else if (role === "load") {
+  console.log(JSON.stringify(await load(flag("url")!, Number(flag("sockets")))));
+} else if (import.meta.main) await main();
