@@ -11,8 +11,9 @@
  *
  * - a trap, or an error of the actor, costs the event only: the socket
  *   stays open unless the actor closes it;
- * - an `open` event that could not run at all (the actor's queue full, its
- *   node not ready) closes the socket with 1013 (try again later);
+ * - an `open` or `message` event that could not run at all (the actor's
+ *   queue full, its node not ready) closes the socket with 1013 (try again
+ *   later), so that no message is lost unannounced;
  * - a message for an actor another node took meanwhile (its record names
  *   that node, asked before the event runs when this node does not hold the
  *   actor), or an event refused because another node holds it, closes the
@@ -263,6 +264,8 @@ export class ActorSockets {
   }
 
   #message(entry: OpenSocket, message: SocketMessage): void {
+    // Closed here (by the actor or the node): what its client still sends is dropped.
+    if (entry.closedHere) return;
     const tooBig = "text" in message
       ? textOverLimit(message.text)
       : message.binary.length > MAX_SOCKET_MESSAGE_BYTES;
@@ -284,6 +287,7 @@ export class ActorSockets {
 
   /** Closed by the actor or by the node: no `close` event follows. */
   #closeHere(entry: OpenSocket, code: number, reason: string): void {
+    if (entry.closedHere) return;
     entry.closedHere = true;
     this.#forget(entry);
     entry.socket.close(code, reason);
@@ -349,7 +353,9 @@ export class ActorSockets {
         status: outcome.status,
         reason: outcome.message,
       });
-      if (socket.kind === "open" && outcome.status === 503) {
+      // Not run (the actor's queue is full, its node not ready): a message
+      // is not dropped silently, its socket closes so that its client knows.
+      if ((socket.kind === "open" || socket.kind === "message") && outcome.status === 503) {
         this.#closeHere(entry, CLOSE.tryAgainLater, "the actor could not be run; retry");
       }
     }, (error) => {
