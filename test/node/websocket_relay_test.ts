@@ -7,33 +7,11 @@
  */
 
 import assert from "node:assert/strict";
+import { openSocket } from "../helpers/websocket_client.ts";
 import { scratchDir, startClusterNode, startTlsClusterNode } from "../helpers/cluster.ts";
 import { metric, runWasmkeep, TESTBED_WASM } from "../helpers/node_process.ts";
 
 const TESTBED = ["--actor", `testbed=${TESTBED_WASM}`];
-
-/** A socket to `url`, opened; its messages queued as they come. */
-async function openSocket(url: string) {
-  const socket = new WebSocket(url);
-  const messages: string[] = [];
-  const waiters: (() => void)[] = [];
-  socket.onmessage = (event) => {
-    messages.push(String(event.data));
-    for (const wake of waiters.splice(0)) wake();
-  };
-  const closed = new Promise<{ code: number; at: number }>((resolve) => {
-    socket.onclose = (event) => resolve({ code: event.code, at: performance.now() });
-  });
-  await new Promise<void>((resolve, reject) => {
-    socket.onopen = () => resolve();
-    socket.onerror = () => reject(new Error(`the socket to ${url} failed`));
-  });
-  const next = async (): Promise<string> => {
-    while (messages.length === 0) await new Promise<void>((resolve) => waiters.push(resolve));
-    return messages.shift()!;
-  };
-  return { socket, next, closed };
-}
 
 const wsOf = (url: string) => url.replace(/^http/, "ws");
 
@@ -183,7 +161,7 @@ Deno.test("one room across two nodes: every client sees every message in one ord
       }
       const seen = async (client: typeof onA) => {
         const messages: string[] = [];
-        for (let i = 0; i < 40; i++) messages.push(await client.next());
+        for (let i = 0; i < 40; i++) messages.push(String(await client.next()));
         return messages;
       };
       const [fromA, fromB] = await Promise.all([seen(onA), seen(onB)]);

@@ -6,39 +6,13 @@
  */
 
 import assert from "node:assert/strict";
+import { type Closed, openSocket } from "../helpers/websocket_client.ts";
 import { TESTBED_WASM, withNode } from "../helpers/node_process.ts";
 import { scratchDir, startClusterNode } from "../helpers/cluster.ts";
 import { bucketOpenImportMap } from "../helpers/bucket_open_map.ts";
 import { SLOW_PUT_FILE_VARIABLE } from "../helpers/slow_bucket_open.ts";
 
 const SLOW_BUCKET_OPEN = new URL("../helpers/slow_bucket_open.ts", import.meta.url).href;
-
-/** A socket to `url`, opened; its messages queued as they come. */
-async function openSocket(url: string) {
-  const socket = new WebSocket(url);
-  socket.binaryType = "arraybuffer";
-  const messages: (string | Uint8Array)[] = [];
-  const waiters: (() => void)[] = [];
-  socket.onmessage = (event) => {
-    messages.push(
-      typeof event.data === "string" ? event.data : new Uint8Array(event.data as ArrayBuffer),
-    );
-    for (const wake of waiters.splice(0)) wake();
-  };
-  const closed = new Promise<CloseEvent>((resolve) => {
-    socket.onclose = resolve;
-  });
-  await new Promise<void>((resolve, reject) => {
-    socket.onopen = () => resolve();
-    socket.onerror = (event) =>
-      reject(new Error(`the socket failed: ${(event as ErrorEvent).message}`));
-  });
-  const next = async (): Promise<string | Uint8Array> => {
-    while (messages.length === 0) await new Promise<void>((resolve) => waiters.push(resolve));
-    return messages.shift()!;
-  };
-  return { socket, next, closed };
-}
 
 async function until(what: string, check: () => boolean | Promise<boolean>, ms = 10_000) {
   const deadline = Date.now() + ms;
@@ -194,7 +168,7 @@ Deno.test("websockets: a malformed upgrade is 400 in one line; an unknown class 
 });
 
 Deno.test("websockets: the node's clean stop closes its sockets with 1012", async () => {
-  let closed: Promise<CloseEvent> | undefined;
+  let closed: Promise<Closed> | undefined;
   await withNode(["--actor", `testbed=${TESTBED_WASM}`, "--node-id", "ws"], async (node) => {
     const a = await openSocket(`${node.url.replace(/^http/, "ws")}/actor/testbed/room`);
     a.socket.send("ping");
