@@ -15,7 +15,7 @@
  */
 
 import type { SocketMessage } from "../actors/protocol.ts";
-import type { ByteConn } from "../net/h1/connection.ts";
+import { type ByteConn, writeAll } from "../net/h1/connection.ts";
 import { CLOSE_ANSWER_MS } from "../limits.ts";
 import type { Clock, Random, Timer } from "../time/clock.ts";
 import {
@@ -124,9 +124,7 @@ export class WireSocket implements SocketLike {
     this.#buffered += frame.length;
     this.#writing = this.#writing.then(async () => {
       try {
-        for (let offset = 0; offset < frame.length;) {
-          offset += await this.#conn.write(offset === 0 ? frame : frame.subarray(offset));
-        }
+        await writeAll(this.#conn, frame);
       } catch {
         this.#end(1006, "");
       } finally {

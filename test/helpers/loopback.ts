@@ -38,9 +38,5 @@ export async function readExactly(conn: ByteConn, size: number): Promise<Uint8Ar
   return out;
 }
 
-/** Writes all of `bytes`, however the connection splits them. */
-export async function writeAll(conn: ByteConn, bytes: Uint8Array): Promise<void> {
-  for (let offset = 0; offset < bytes.length;) {
-    offset += await conn.write(bytes.subarray(offset));
-  }
-}
+/** Writes all of `bytes`, however the connection splits them (the node's own). */
+export { writeAll } from "../../src/net/h1/connection.ts";

@@ -18,6 +18,20 @@ export interface ByteConn {
   close(): void;
 }
 
+/**
+ * Writes every byte of `bytes` to `conn`, however its writes split them.
+ *
+ * @example
+ * ```ts ignore
+ * await writeAll(conn, new TextEncoder().encode("GET / HTTP/1.1\r\n\r\n"));
+ * ```
+ */
+export async function writeAll(conn: ByteConn, bytes: Uint8Array): Promise<void> {
+  for (let offset = 0; offset < bytes.length;) {
+    offset += await conn.write(offset === 0 ? bytes : bytes.subarray(offset));
+  }
+}
+
 const RESOLVED = Promise.resolve();
 
 /**

@@ -9,7 +9,7 @@
 import { describeError } from "../../describe_error.ts";
 import type { ForwardResult, StreamedForwardResult } from "./results.ts";
 import { AnswerBody, type AnswerHead, readAnswerHead, STREAM_CHUNK_BYTES } from "./answer.ts";
-import type { Connection } from "./connection.ts";
+import { type Connection, writeAll } from "./connection.ts";
 import { type BodyWritten, writeStreamedBody } from "./request_body.ts";
 import { AnswerError, COALESCE_BYTES, type RequestHead } from "./wire.ts";
 
@@ -77,11 +77,7 @@ export async function converse(
       accepted += n;
     }
     const { body } = request;
-    if (body.length > COALESCE_BYTES) {
-      for (let offset = 0; offset < body.length;) {
-        offset += await conn.write(offset === 0 ? body : body.subarray(offset));
-      }
-    }
+    if (body.length > COALESCE_BYTES) await writeAll(conn, body);
   } catch (error) {
     if (accepted === 0) return new Unsent(error);
     return unreachable(

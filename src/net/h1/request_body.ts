@@ -10,7 +10,7 @@
  * @module
  */
 
-import type { ByteConn } from "./connection.ts";
+import { type ByteConn, writeAll } from "./connection.ts";
 
 /** A request body read from a stream as it is sent. */
 export interface StreamedBody {
@@ -107,12 +107,5 @@ export async function writeStreamedBody(
   } finally {
     stop.removeEventListener("abort", cancel);
     reader.releaseLock();
-  }
-}
-
-/** Writes every byte of `bytes`. */
-async function writeAll(conn: ByteConn, bytes: Uint8Array): Promise<void> {
-  for (let offset = 0; offset < bytes.length;) {
-    offset += await conn.write(offset === 0 ? bytes : bytes.subarray(offset));
   }
 }

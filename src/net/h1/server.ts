@@ -40,7 +40,7 @@
 import { STATUS_CODES } from "node:http";
 import type { Clock, Timer } from "../../time/clock.ts";
 import { AnswerBody, BodyTooLarge, STREAM_CHUNK_BYTES } from "./answer.ts";
-import { type ByteConn, Connection } from "./connection.ts";
+import { type ByteConn, Connection, writeAll } from "./connection.ts";
 import {
   COALESCE_BYTES,
   connectionTokens,
@@ -600,12 +600,6 @@ function concat(first: Uint8Array | undefined, second: Uint8Array): Uint8Array {
   out.set(first);
   out.set(second, first.length);
   return out;
-}
-
-async function writeAll(conn: ByteConn, bytes: Uint8Array): Promise<void> {
-  for (let offset = 0; offset < bytes.length;) {
-    offset += await conn.write(offset === 0 ? bytes : bytes.subarray(offset));
-  }
 }
 
 /** Latin-1 bytes of `text`, whose characters are all below 256 (checked header text). */
