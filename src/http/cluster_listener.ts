@@ -34,7 +34,7 @@
 
 import type { Socket } from "node:net";
 import tls from "node:tls";
-import { isValidHost } from "./client_handler.ts";
+import { isValidHost, textResponse } from "./client_handler.ts";
 import { IDLE_TIMEOUT_MS } from "./forward.ts";
 import type { Logger } from "../log.ts";
 import { assert } from "../assert.ts";
@@ -532,8 +532,4 @@ function requestUrl(host: string | undefined, target: string): string | undefine
 }
 
 /** The answer to an upgrade when the node serves none on this port. */
-const UPGRADES_NOT_SERVED = () =>
-  new Response("upgrades are not served on the cluster port\n", {
-    status: 501,
-    headers: { "content-type": "text/plain; charset=utf-8" },
-  });
+const UPGRADES_NOT_SERVED = () => textResponse(501, "upgrades are not served on the cluster port");

@@ -25,7 +25,7 @@ import type { RelayPeer } from "../cluster/relays.ts";
 import type { PeerForwarding } from "../cluster/routing/peer_forwarding.ts";
 import type { RequestRouting } from "../cluster/routing/request_routing.ts";
 import type { Route } from "../cluster/routing/router.ts";
-import { actorTarget } from "../http/client_handler.ts";
+import { actorTarget, textResponse } from "../http/client_handler.ts";
 import { FORWARDED_BY_HEADER } from "../http/forward.ts";
 import { MAX_SOCKET_MESSAGE_BYTES } from "../limits.ts";
 import type { UpgradeAnswer } from "../net/h1/server.ts";
@@ -259,9 +259,7 @@ export function relayedSocketAcceptor(
   };
 }
 
+/** A refused upgrade's one line; the client may open the socket again a second later. */
 function refuse(status: number, line: string): Response {
-  return new Response(line + "\n", {
-    status,
-    headers: { "content-type": "text/plain; charset=utf-8", "retry-after": "1" },
-  });
+  return textResponse(status, line, { "retry-after": "1" });
 }
