@@ -24,7 +24,8 @@ export interface RelayPeer {
 
 interface Open {
   peer: RelayPeer;
-  cut: AbortController;
+  /** Ends the relay: trust in the peer ended, or the node stops. */
+  cut: (reason: Error) => void;
   ended: Promise<unknown>;
 }
 
@@ -67,7 +68,7 @@ export class Relays {
     peerConn: ByteConn,
     leftovers: { fromClient?: Uint8Array; fromPeer?: Uint8Array } = {},
   ): Promise<RelayEnd> | undefined {
-    if (this.#open.size >= this.#max) {
+    if (this.full) {
       client.close();
       peerConn.close();
       return undefined;
@@ -78,9 +79,7 @@ export class Relays {
       fromA: leftovers.fromClient,
       fromB: leftovers.fromPeer,
     });
-    const open: Open = { peer, cut, ended };
-    this.#open.add(open);
-    ended.then(() => this.#open.delete(open));
+    this.hold(peer, ended, (reason) => cut.abort(reason));
     return ended;
   }
 
@@ -91,12 +90,10 @@ export class Relays {
    * when {@linkcode MAX_RELAYS} are open already.
    */
   hold(peer: RelayPeer, ended: Promise<unknown>, cut: (reason: Error) => void): boolean {
-    if (this.#open.size >= this.#max) return false;
-    const controller = new AbortController();
-    controller.signal.addEventListener("abort", () => cut(controller.signal.reason));
-    const open: Open = { peer, cut: controller, ended };
+    if (this.full) return false;
+    const open: Open = { peer, cut, ended };
     this.#open.add(open);
-    ended.finally(() => this.#open.delete(open));
+    ended.finally(() => this.#open.delete(open)).catch(() => {});
     return true;
   }
 
@@ -111,7 +108,7 @@ export class Relays {
         keep = false;
       }
       if (keep) continue;
-      open.cut.abort(new Error(`node ${open.peer.node} is no longer trusted`));
+      open.cut(new Error(`node ${open.peer.node} is no longer trusted`));
       this.#open.delete(open);
       cut++;
     }
@@ -121,7 +118,7 @@ export class Relays {
   /** Cuts every relay (the node stops); resolves once all ended. */
   async closeAll(): Promise<void> {
     const ending = [...this.#open].map((open) => {
-      open.cut.abort(new Error("the node stops"));
+      open.cut(new Error("the node stops"));
       return open.ended;
     });
     this.#open.clear();
