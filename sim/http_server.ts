@@ -9,6 +9,7 @@
  */
 
 import type { ByteConn } from "../src/net/h1/connection.ts";
+import { DeadlineQueue } from "../src/net/deadlines.ts";
 import { serveHttp1 } from "../src/net/h1/server.ts";
 import type { Clock } from "../src/time/clock.ts";
 
@@ -40,7 +41,6 @@ export function serveConnection(
     url: (host, target) => `http://${host ?? authority}${target}`,
     maxHeadBytes: MAX_HEAD_BYTES,
     maxBodyBytes: MAX_BODY_BYTES,
-    idleTimeoutMs: IDLE_TIMEOUT_MS,
-    clock,
+    idle: new DeadlineQueue(clock, IDLE_TIMEOUT_MS, () => false),
   });
 }

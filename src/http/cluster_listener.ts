@@ -41,6 +41,7 @@ import { assert } from "../assert.ts";
 import { describeError } from "../describe_error.ts";
 import type { NodeIdentity } from "../security/node_identity.ts";
 import { type Clock, systemClock } from "../time/clock.ts";
+import { DeadlineQueue } from "../net/deadlines.ts";
 import { serveHttp1, type UpgradeAnswer } from "../net/h1/server.ts";
 import { SocketConn } from "../net/socket_conn.ts";
 
@@ -185,6 +186,8 @@ export class ClusterListener {
   readonly #server: tls.Server;
   readonly #options: ClusterListenerOptions;
   readonly #clock: Clock;
+  /** The waits of every connection for its peer's next bytes, on one timer. */
+  readonly #idle: DeadlineQueue;
   /** Every accepted TCP connection until it closes. */
   readonly #sockets = new Set<Socket>();
   /** Remote address -> its accepted connections whose handshake has not ended. */
@@ -209,6 +212,11 @@ export class ClusterListener {
   private constructor(options: ClusterListenerOptions) {
     this.#options = options;
     this.#clock = options.clock ?? systemClock;
+    this.#idle = new DeadlineQueue(
+      this.#clock,
+      KEEP_ALIVE_TIMEOUT_MS,
+      () => this.#closed === undefined,
+    );
     this.#server = tls.createServer({
       key: options.identity.keyPem,
       cert: options.identity.chainPem,
@@ -356,6 +364,8 @@ export class ClusterListener {
       }
       for (const socket of this.#sockets) socket.destroy();
     });
+    // Kept armed while the listener serves; not past its close.
+    this.#idle.stopIfIdle();
     return this.#closed;
   }
 
@@ -455,8 +465,7 @@ export class ClusterListener {
       admit: () => this.#trustedPeer(socket) !== undefined,
       maxHeadBytes: MAX_REQUEST_HEAD_BYTES,
       maxBodyBytes,
-      idleTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
-      clock: this.#clock,
+      idle: this.#idle,
       onHandlerError: (error, request) => {
         const upgrading = request.headers.has("upgrade");
         log.error(upgrading ? "the cluster upgrade handler failed" : "the cluster handler failed", {

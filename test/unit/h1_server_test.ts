@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { readAnswer } from "../../src/net/h1/answer.ts";
 import { Connection } from "../../src/net/h1/connection.ts";
+import { DeadlineQueue } from "../../src/net/deadlines.ts";
 import { type H1ServerOptions, serveHttp1 } from "../../src/net/h1/server.ts";
 import { systemClock } from "../../src/time/clock.ts";
 import { readExactly, tcpPair, writeAll } from "../helpers/loopback.ts";
@@ -17,16 +18,15 @@ const decoder = new TextDecoder();
 const MAX_BODY = 64 * 1024;
 
 /** A server on one end of a loopback pair; the client end and a reader of its answers. */
-async function serve(options: Partial<H1ServerOptions> = {}) {
+async function serve(options: Partial<H1ServerOptions> & { idleTimeoutMs?: number } = {}) {
   const [server, client] = await tcpPair();
   const served = serveHttp1(server, {
     handler: (request) => Promise.resolve(new Response(`${request.method} ${request.url}`)),
     url: (host, target) => `http://${host ?? "none"}${target}`,
     maxHeadBytes: 1024,
     maxBodyBytes: MAX_BODY,
-    idleTimeoutMs: 10_000,
-    clock: systemClock,
     ...options,
+    idle: new DeadlineQueue(systemClock, options.idleTimeoutMs ?? 10_000, () => false),
   });
   const answers = new Connection("", client, () => {});
   const send = (text: string | Uint8Array) =>

@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { readAnswerHead } from "../../src/net/h1/answer.ts";
 import { Connection } from "../../src/net/h1/connection.ts";
+import { DeadlineQueue } from "../../src/net/deadlines.ts";
 import { serveHttp1 } from "../../src/net/h1/server.ts";
 import { systemClock, systemRandom } from "../../src/time/clock.ts";
 import { closePayload, encodeFrame, FrameReader, OPCODE } from "../../src/websockets/frames.ts";
@@ -121,8 +122,7 @@ function wireServer(onSocket: (socket: WireSocket) => void) {
         url: (host, target) => `http://${host ?? "x"}${target}`,
         maxHeadBytes: 16 * 1024,
         maxBodyBytes: 0,
-        idleTimeoutMs: 10_000,
-        clock: systemClock,
+        idle: new DeadlineQueue(systemClock, 10_000, () => false),
       });
     }
   })();

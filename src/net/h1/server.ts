@@ -12,7 +12,8 @@
  * - a body by `maxBodyBytes` (413, the connection closed once the peer
  *   stopped sending or a wait ran out, so the answer is not lost to a reset);
  * - every wait for the peer's bytes (a head, a piece of a body, a chunk
- *   line) by `idleTimeoutMs`: past it the connection is closed;
+ *   line) by the length of the `idle` waits: past it the connection is closed
+ *   (one timer for all the connections sharing that queue, not one each);
  * - what is held of a body: one piece of at most {@linkcode STREAM_CHUNK_BYTES}
  *   on its way to the handler, beside the connection's buffer; a request
  *   sent before its predecessor's answer (pipelined) waits in that buffer,
@@ -38,7 +39,7 @@
  */
 
 import { STATUS_CODES } from "node:http";
-import type { Clock, Timer } from "../../time/clock.ts";
+import type { Deadline, DeadlineQueue } from "../deadlines.ts";
 import { AnswerBody, BodyTooLarge, STREAM_CHUNK_BYTES } from "./answer.ts";
 import { type ByteConn, Connection, writeAll } from "./connection.ts";
 import {
@@ -80,10 +81,11 @@ export interface H1ServerOptions {
   maxHeadBytes: number;
   /** Largest request body; larger is answered 413. */
   maxBodyBytes: number;
-  /** Longest wait for the peer's next bytes while a head or a body is due. */
-  idleTimeoutMs: number;
-  /** Times the waits. */
-  clock: Clock;
+  /**
+   * The waits for the peer's next bytes while a head or a body is due, each
+   * as long as the longest allowed; shared by a listener's connections.
+   */
+  idle: DeadlineQueue;
   /** Told of a handler or upgrade that threw. */
   onHandlerError?: (error: unknown, request: Request) => void;
 }
@@ -105,8 +107,8 @@ const encoder = new TextEncoder();
  *   void serveHttp1(new SocketConn(socket), {
  *     handler: (request) => Promise.resolve(new Response("hello")),
  *     url: (host, target) => `https://${host ?? "cluster"}${target}`,
- *     maxHeadBytes: 64 * 1024, maxBodyBytes: 1024 * 1024, idleTimeoutMs: 60_000,
- *     clock: systemClock,
+ *     maxHeadBytes: 64 * 1024, maxBodyBytes: 1024 * 1024,
+ *     idle: new DeadlineQueue(systemClock, 60_000, () => true),
  *   }));
  * ```
  */
@@ -127,25 +129,21 @@ export async function serveHttp1(conn: ByteConn, options: H1ServerOptions): Prom
 /** How a request ended for its connection. */
 type Served = "next" | "closed" | "switched";
 
-/** The idle timer: armed while the peer's bytes are due, the connection closed when it fires. */
+/** The idle wait: running while the peer's bytes are due, the connection closed when it ends. */
 class Waits {
   readonly #connection: Connection;
-  readonly #clock: Clock;
-  readonly #ms: number;
-  #timer: Timer | undefined;
+  readonly #queue: DeadlineQueue;
+  #deadline: Deadline | undefined;
   #depth = 0;
 
   constructor(connection: Connection, options: H1ServerOptions) {
     this.#connection = connection;
-    this.#clock = options.clock;
-    this.#ms = options.idleTimeoutMs;
+    this.#queue = options.idle;
   }
 
   /** `read` with the peer's bytes due: the connection is closed if none come in time. */
   async due<T>(read: () => Promise<T>): Promise<T> {
-    if (this.#depth++ === 0) {
-      this.#timer = this.#clock.setTimer(this.#ms, () => this.#connection.close());
-    }
+    if (this.#depth++ === 0) this.#deadline = this.#queue.add(() => this.#connection.close());
     try {
       return await read();
     } finally {
@@ -154,8 +152,8 @@ class Waits {
   }
 
   stop(): void {
-    this.#timer?.cancel();
-    this.#timer = undefined;
+    if (this.#deadline) this.#queue.remove(this.#deadline);
+    this.#deadline = undefined;
   }
 }
 
