@@ -41,6 +41,7 @@ import {
   ROOT,
   runLoadProcess,
   type ServerProcess,
+  startBenchNode,
   startServer,
   stopAll,
   treeCpuMs,
@@ -59,7 +60,6 @@ export const DURATION_MS = 4_000;
 /** Sequential reads of the owner record timed in process. */
 export const RECORD_READS = 5_000;
 
-const TESTBED_WASM = "test/fixtures/components/testbed.wasm";
 const ACTOR = "fwd";
 const ACTOR_PATH = `/actor/testbed/${ACTOR}/rows`;
 
@@ -141,35 +141,16 @@ function runProxy(target: string) {
 const WASMKEEP_ROOT = flag("wasmkeep-root") ?? ROOT;
 
 function startNode(id: string, tmp: string): Promise<ServerProcess> {
-  return startServer(
+  return startBenchNode({
     id,
-    [
-      "run",
-      "-A",
-      "main.ts",
-      "serve",
-      "--actor",
-      `testbed=${TESTBED_WASM}`,
-      "--node-id",
-      id,
-      "--cluster-plaintext",
-      "accept",
-      "--lease-ttl-secs",
-      "3",
-      "--bucket",
-      `file://${tmp}/bucket`,
-      "--data-dir",
-      `${tmp}/${id}`,
-      "--listen",
-      "127.0.0.1:0",
-      // The port is only known from the "node ready" line; nothing is logged
-      // per request at info.
-      "--log-level",
-      "info",
-    ],
-    /node ready .*url=(http:\/\/\S+)/,
-    WASMKEEP_ROOT,
-  );
+    bucketUrl: `file://${tmp}/bucket`,
+    dataDir: `${tmp}/${id}`,
+    mode: "plain",
+    root: WASMKEEP_ROOT,
+    // The port is only known from the "node ready" line; nothing is logged
+    // per request at info.
+    extra: ["--log-level", "info"],
+  });
 }
 
 /** GETs the actor's path through `server` and checks that `a` answered `0`. */

@@ -20,10 +20,9 @@
 import {
   defaultDataRoot,
   flag,
-  ROOT,
   runLoadProcess,
   type ServerProcess,
-  startServer,
+  startBenchNode,
   stopAll,
   treeCpuMs,
 } from "./processes.ts";
@@ -31,58 +30,28 @@ import {
 const WARMUP_MS = 1_000;
 const DURATION_MS = 5_000;
 
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
-}
-
 async function startNode(
   id: string,
   tmp: string,
-  mode: string,
+  mode: "plain" | "tls",
   prof: boolean,
 ): Promise<ServerProcess> {
   const cwd = `${tmp}/${id}-cwd`;
   await Deno.mkdir(cwd, { recursive: true });
-  const clusterPort = freePort();
-  return await startServer(
+  return await startBenchNode({
     id,
-    [
-      "run",
-      "-A",
-      ...(prof ? ["--v8-flags=--prof"] : []),
-      `${ROOT}main.ts`,
-      "serve",
-      "--actor",
-      `testbed=${ROOT}test/fixtures/components/testbed.wasm`,
-      "--node-id",
-      id,
-      "--lease-ttl-secs",
-      "3",
-      "--bucket",
-      `file://${tmp}/bucket`,
-      "--data-dir",
-      `${tmp}/${id}`,
-      "--listen",
-      "127.0.0.1:0",
-      ...(mode === "plain" ? ["--cluster-plaintext", "accept"] : [
-        "--cluster-listen",
-        `127.0.0.1:${clusterPort}`,
-        "--cluster-advertise",
-        `https://127.0.0.1:${clusterPort}`,
-      ]),
-    ],
-    /node ready .*url=(http:\/\/\S+)/,
+    bucketUrl: `file://${tmp}/bucket`,
+    dataDir: `${tmp}/${id}`,
+    mode,
+    denoArgs: prof ? ["--v8-flags=--prof"] : [],
     cwd,
-  );
+  });
 }
 
 const call = (target: string) => `call?${encodeURIComponent(target)}`;
 
 async function main(): Promise<void> {
-  const mode = flag("mode") ?? "tls";
+  const mode = flag("mode") === "plain" ? "plain" : "tls";
   const name = flag("case") ?? "forwarded";
   const prof = flag("prof");
   const tmp = await Deno.makeTempDir({ dir: defaultDataRoot(), prefix: "wk-cpu-" });

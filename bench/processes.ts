@@ -273,3 +273,72 @@ export function describeTree(root: string): string {
   return `${root} at ${commit}` +
     (count > 0 ? ` with ${count} uncommitted change(s) in main.ts, cli/, src/` : " (clean)");
 }
+
+/** A port free now on loopback. */
+export function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
+/** How {@linkcode startBenchNode} starts a node. */
+export interface BenchNodeOptions {
+  /** Its node id. */
+  id: string;
+  /** The shared bucket. */
+  bucketUrl: string;
+  /** Its own data directory. */
+  dataDir: string;
+  /** `plain`: `--cluster-plaintext accept`; `tls`: a cluster listener on a free port. */
+  mode: "plain" | "tls";
+  /** The checkout whose `main.ts` it runs; default this one. */
+  root?: string;
+  /** Flags of `deno run` (V8 flags). */
+  denoArgs?: string[];
+  /** More flags of `serve`. */
+  extra?: string[];
+  /** Its working directory (where `--prof` writes its log); default `root`. */
+  cwd?: string;
+}
+
+/**
+ * Starts a WasmKeep node serving the testbed actor with lease ttl 3 s, as
+ * the benchmarks between nodes run them; resolves once it is ready.
+ */
+export function startBenchNode(options: BenchNodeOptions): Promise<ServerProcess> {
+  const given = options.root ?? ROOT;
+  const root = given.endsWith("/") ? given : `${given}/`;
+  const clusterPort = freePort();
+  return startServer(
+    options.id,
+    [
+      "run",
+      "-A",
+      ...(options.denoArgs ?? []),
+      `${root}main.ts`,
+      "serve",
+      "--actor",
+      `testbed=${root}test/fixtures/components/testbed.wasm`,
+      "--node-id",
+      options.id,
+      "--lease-ttl-secs",
+      "3",
+      "--bucket",
+      options.bucketUrl,
+      "--data-dir",
+      options.dataDir,
+      "--listen",
+      "127.0.0.1:0",
+      ...(options.mode === "plain" ? ["--cluster-plaintext", "accept"] : [
+        "--cluster-listen",
+        `127.0.0.1:${clusterPort}`,
+        "--cluster-advertise",
+        `https://127.0.0.1:${clusterPort}`,
+      ]),
+      ...(options.extra ?? []),
+    ],
+    /node ready .*url=(http:\/\/\S+)/,
+    options.cwd ?? root,
+  );
+}

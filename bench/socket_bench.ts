@@ -22,7 +22,7 @@
  * @module
  */
 
-import { cpuModel, flag, ROOT, startServer, stopAll } from "./processes.ts";
+import { cpuModel, flag, startBenchNode, startServer, stopAll } from "./processes.ts";
 
 /** Sockets in the room. */
 export const SOCKETS = 100;
@@ -111,30 +111,15 @@ function runEchoServer(): void {
 }
 
 function startNode(id: string, dir: string) {
-  return startServer(id, [
-    "run",
-    "-A",
-    `${ROOT}main.ts`,
-    "serve",
-    "--actor",
-    `testbed=${ROOT}test/fixtures/components/testbed.wasm`,
-    "--node-id",
+  return startBenchNode({
     id,
-    "--lease-ttl-secs",
-    "3",
-    "--cluster-plaintext",
-    "accept",
-    "--bucket",
-    `file://${dir}/bucket`,
-    "--data-dir",
-    `${dir}/${id}`,
-    "--listen",
-    "127.0.0.1:0",
+    bucketUrl: `file://${dir}/bucket`,
+    dataDir: `${dir}/${id}`,
+    mode: "plain",
     // An echo reaches its client before its event's end reaches the node, so
     // each socket can have two events counted at once: room for all.
-    "--max-queued-events",
-    "1024",
-  ], /node ready .*url=(http:\/\/\S+)/);
+    extra: ["--max-queued-events", "1024"],
+  });
 }
 
 async function main(): Promise<void> {

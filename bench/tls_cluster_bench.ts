@@ -32,10 +32,9 @@ import {
   cpuModel,
   defaultDataRoot,
   flag,
-  ROOT,
   runLoadProcess,
   type ServerProcess,
-  startServer,
+  startBenchNode,
   stopAll,
 } from "./processes.ts";
 
@@ -46,7 +45,6 @@ export const WARMUP_MS = 1_000;
 /** Measured window of each case, ms. */
 export const DURATION_MS = 3_000;
 
-const TESTBED_WASM = "test/fixtures/components/testbed.wasm";
 type Mode = "plain" | "tls";
 const CASES = ["local", "forwarded", "call", "call-local"] as const;
 type CaseName = typeof CASES[number];
@@ -63,44 +61,13 @@ function log(message: string) {
   console.error(`[tls ${new Date().toISOString().slice(11, 19)}] ${message}`);
 }
 
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
-}
-
 function startNode(mode: Mode, id: string, tmp: string): Promise<ServerProcess> {
-  const clusterPort = freePort();
-  return startServer(
-    `${mode}-${id}`,
-    [
-      "run",
-      "-A",
-      "main.ts",
-      "serve",
-      "--actor",
-      `testbed=${TESTBED_WASM}`,
-      "--node-id",
-      id,
-      "--lease-ttl-secs",
-      "3",
-      "--bucket",
-      `file://${tmp}/${mode}/bucket`,
-      "--data-dir",
-      `${tmp}/${mode}/${id}`,
-      "--listen",
-      "127.0.0.1:0",
-      ...(mode === "plain" ? ["--cluster-plaintext", "accept"] : [
-        "--cluster-listen",
-        `127.0.0.1:${clusterPort}`,
-        "--cluster-advertise",
-        `https://127.0.0.1:${clusterPort}`,
-      ]),
-    ],
-    /node ready .*url=(http:\/\/\S+)/,
-    ROOT,
-  );
+  return startBenchNode({
+    id,
+    bucketUrl: `file://${tmp}/${mode}/bucket`,
+    dataDir: `${tmp}/${mode}/${id}`,
+    mode,
+  });
 }
 
 /** GETs `path` through `server`; checks the status and the node that answered. */
