@@ -37,6 +37,8 @@ export const ROOT: string = new URL("../../", import.meta.url).pathname;
 
 /** The counter example component. */
 export const COUNTER_WASM: string = `${ROOT}examples/counter/counter.wasm`;
+/** The example chat room (examples/chat), as a path. */
+export const CHAT_WASM: string = `${ROOT}examples/chat/chat.wasm`;
 /** The key-value example component. */
 export const KV_WASM: string = `${ROOT}examples/kv/kv.wasm`;
 /** The host's test component. */
