@@ -15,6 +15,7 @@ import {
 import { classNameProblem } from "../src/actors/key.ts";
 import { MAX_CONFIG_FILE_BYTES, parseEnvFile } from "../src/config/env_file.ts";
 import type { LogLevel } from "../src/log.ts";
+import { MAX_SOCKET_MESSAGE_BYTES, SOCKET_MESSAGE_BYTES_CEILING } from "../src/limits.ts";
 import { isNodeId } from "../src/cluster/node_id.ts";
 import { defaultFailoverWaitMs } from "../src/cluster/failover_wait.ts";
 import { leaseTiming } from "../src/cluster/lease_timing.ts";
@@ -221,6 +222,16 @@ const SERVE_FLAGS: FlagSpec[] = [
     value: "N",
     description: "largest request body, at most 33554432 (32 MiB); larger get 413",
     defaultText: "1048576",
+  },
+  {
+    name: "max-socket-message-bytes",
+    kind: "integer",
+    min: 1,
+    max: SOCKET_MESSAGE_BYTES_CEILING,
+    value: "N",
+    description:
+      "largest WebSocket message either way, at most 16777216 (16 MiB); a larger one from a client closes its socket with 1009",
+    defaultText: String(MAX_SOCKET_MESSAGE_BYTES),
   },
   {
     name: "executors",
@@ -477,6 +488,8 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
     maxConnections: (flags["max-connections"] as number | undefined) ??
       NODE_DEFAULTS.maxConnections,
     maxBodyBytes: maxBody ?? NODE_DEFAULTS.maxBodyBytes,
+    maxSocketMessageBytes: (flags["max-socket-message-bytes"] as number | undefined) ??
+      MAX_SOCKET_MESSAGE_BYTES,
     executors: (flags.executors as number | undefined) ?? navigator.hardwareConcurrency,
     stopGraceMs: NODE_DEFAULTS.stopGraceMs,
     abi,

@@ -87,9 +87,11 @@ export function reservedFilesForMain(fileLimit: number): number {
 }
 
 /**
- * Client connections a node serves at once: `--max-connections`, lowered to
- * what the open-file limit leaves after {@linkcode reservedFilesForMain}
- * and the cluster listener's cap, when the node has one; at least 1.
+ * Client connections a node serves at once, WebSockets included (an open
+ * one holds its place): `--max-connections`, lowered to what the open-file
+ * limit leaves after {@linkcode reservedFilesForMain} and the
+ * `otherConnections` counted first (the cluster listener's cap and the
+ * relays' connections to owners, when the node has them); at least 1.
  *
  * @example
  * ```ts
@@ -101,11 +103,11 @@ export function reservedFilesForMain(fileLimit: number): number {
 export function maxClientConnections(
   requested: number,
   fileLimit: number,
-  clusterConnections = 0,
+  otherConnections = 0,
 ): number {
   return Math.max(
     1,
-    Math.min(requested, fileLimit - reservedFilesForMain(fileLimit) - clusterConnections),
+    Math.min(requested, fileLimit - reservedFilesForMain(fileLimit) - otherConnections),
   );
 }
 
@@ -180,9 +182,31 @@ export const MAX_REPLAYED_BODY_BYTES = 64 * 1024;
 export const MAX_RELAYS = 2_048;
 
 /**
- * Largest WebSocket message, either way: a client's larger message closes
- * its socket with 1009 (too big), an actor's larger `websockets.send` is
- * its error.
+ * The relays a cluster node holds at once under an open-file limit:
+ * {@linkcode MAX_RELAYS}, or an eighth of what the limit leaves after
+ * {@linkcode reservedFilesForMain} when that is less. Each relay's
+ * connection to the owner is counted before the client connections (see
+ * {@linkcode maxClientConnections}); its client's connection holds a client
+ * place, as an open WebSocket does.
+ *
+ * @example
+ * ```ts
+ * import { maxRelays } from "./limits.ts";
+ * maxRelays(20_000); // 2048
+ * maxRelays(1024); // 64
+ * ```
+ */
+export function maxRelays(fileLimit: number): number {
+  return Math.max(
+    1,
+    Math.min(MAX_RELAYS, Math.floor((fileLimit - reservedFilesForMain(fileLimit)) / 8)),
+  );
+}
+
+/**
+ * Largest WebSocket message by default (`--max-socket-message-bytes`),
+ * either way: a client's larger message closes its socket with 1009 (too
+ * big), an actor's larger `websockets.send` is its error.
  *
  * @example
  * ```ts
@@ -191,6 +215,19 @@ export const MAX_RELAYS = 2_048;
  * ```
  */
 export const MAX_SOCKET_MESSAGE_BYTES = 1024 * 1024;
+
+/**
+ * The largest `--max-socket-message-bytes`: a message travels to its
+ * executor in one frame, and a socket may have four of them unsent
+ * (`MAX_SOCKET_BUFFERED_BYTES`, 64 MiB at this ceiling).
+ *
+ * @example
+ * ```ts
+ * import { SOCKET_MESSAGE_BYTES_CEILING } from "./limits.ts";
+ * console.log(SOCKET_MESSAGE_BYTES_CEILING); // 16777216
+ * ```
+ */
+export const SOCKET_MESSAGE_BYTES_CEILING = 16 * 1024 * 1024;
 
 /**
  * Most WebSockets open on one actor at once; one more upgrade is answered

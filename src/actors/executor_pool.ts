@@ -30,6 +30,7 @@ import {
 } from "./executor_launcher.ts";
 import { RESTORE_MAX_READ_BYTES, RESTORE_MAX_READS } from "../replication/read_limiter.ts";
 import { assert } from "../assert.ts";
+import { MAX_SOCKET_MESSAGE_BYTES } from "../limits.ts";
 
 /**
  * How long an executor gets to confirm it dropped a timed-out event before
@@ -104,6 +105,8 @@ export interface ExecutorPoolOptions {
   nodeId: string;
   /** `--history-retention-secs`, in ms. */
   historyRetentionMs: number;
+  /** `--max-socket-message-bytes`; default `MAX_SOCKET_MESSAGE_BYTES`. */
+  maxSocketMessageBytes?: number;
 }
 
 /**
@@ -269,6 +272,7 @@ export class ExecutorPool {
       historyRetentionMs: this.#options.historyRetentionMs,
       restoreReads: Math.max(1, Math.floor(RESTORE_MAX_READS / this.#options.size)),
       restoreBytes: Math.floor(RESTORE_MAX_READ_BYTES / this.#options.size),
+      maxSocketMessageBytes: this.#options.maxSocketMessageBytes ?? MAX_SOCKET_MESSAGE_BYTES,
     });
     const start = () => {
       if (this.#closing || this.#executors[index] !== executor) return;

@@ -127,6 +127,8 @@ export interface ExecutorInit {
   restoreReads: number;
   /** This executor's share of the node's restore bytes read at once. */
   restoreBytes: number;
+  /** Largest message an actor may send on a WebSocket (`--max-socket-message-bytes`). */
+  maxSocketMessageBytes: number;
 }
 
 /** Main thread to executor. */
@@ -411,6 +413,7 @@ export function toExecutorMessage(frame: Plain): ToExecutor {
         historyRetentionMs: finite(m, "historyRetentionMs"),
         restoreReads: int(m, "restoreReads"),
         restoreBytes: int(m, "restoreBytes"),
+        maxSocketMessageBytes: int(m, "maxSocketMessageBytes"),
       };
     }
     case "event":

@@ -9,7 +9,7 @@
 
 import type { ActorKey } from "../actors/key.ts";
 import type { ActorRequest, CallAnswer, ExecutorClass, SocketMessage } from "../actors/protocol.ts";
-import { MAX_SOCKET_MESSAGE_BYTES } from "../limits.ts";
+import { sizeOverLimit } from "../websockets/message_size.ts";
 import type { ActorStore } from "../actors/actor_store.ts";
 import { type ActorImports, GuestError } from "../actors/abi/direct.ts";
 import { type ActorDatabase, type SqlError, toSqlError } from "../sqlite/actor_database.ts";
@@ -58,6 +58,8 @@ export interface ImportRuntime {
   socketSend(actor: ImportedActor, connection: number, message: SocketMessage): void;
   /** Closes one of the actor's sockets. */
   socketClose(actor: ImportedActor, connection: number, code: number, reason: string): void;
+  /** Largest message `websockets.send` takes (`--max-socket-message-bytes`). */
+  maxSocketMessageBytes: number;
   log: Logger;
 }
 
@@ -171,15 +173,11 @@ export function hostImports(
     wsSend: (connection, message) => {
       alive();
       const id = openSocket(connection);
-      const size = message.tag === "text" ? utf8.encode(message.val).length : message.val.length;
-      if (size > MAX_SOCKET_MESSAGE_BYTES) {
-        fail(`the message is ${size} bytes, over the limit of ${MAX_SOCKET_MESSAGE_BYTES}`);
-      }
-      runtime.socketSend(
-        actor,
-        id,
-        message.tag === "text" ? { text: message.val } : { binary: message.val },
-      );
+      const sent = message.tag === "text" ? { text: message.val } : { binary: message.val };
+      const max = runtime.maxSocketMessageBytes;
+      const size = sizeOverLimit(sent, max);
+      if (size !== undefined) fail(`the message is ${size} bytes, over the limit of ${max}`);
+      runtime.socketSend(actor, id, sent);
     },
     wsClose: (connection, code, reason) => {
       alive();

@@ -229,6 +229,7 @@ export class ExecutorRuntime {
         this.#post({ type: "ws-send", actor: actor.key, connection, message }),
       socketClose: (actor, connection, code, reason) =>
         this.#post({ type: "ws-close", actor: actor.key, connection, code, reason }),
+      maxSocketMessageBytes: init.maxSocketMessageBytes,
       log: this.#log,
     };
   }

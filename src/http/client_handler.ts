@@ -48,9 +48,16 @@ export interface ClientHandlerContext {
   /**
    * Opens a WebSocket to the actor `key` for a valid upgrade `request`
    * (`upgrade` is it as the actor's `on-websocket-open` sees it): the 101,
-   * or the answer refusing it. Unset: upgrades are answered 501.
+   * or the answer refusing it. Unset: upgrades are answered 501. `place`
+   * is the client's place ({@linkcode ClientHandlerContext.admit}), given
+   * back once the socket ended: an open socket holds one.
    */
-  openSocket?(key: ActorKey, request: Request, upgrade: ActorRequest): Promise<Response>;
+  openSocket?(
+    key: ActorKey,
+    request: Request,
+    upgrade: ActorRequest,
+    place?: () => void,
+  ): Promise<Response>;
   /**
    * `client.signal` aborts when the client leaves (a failover wait drops the
    * request then). Read it only when needed: Deno.serve makes the signal on
@@ -367,6 +374,11 @@ export function createClientHandler(
         return withNode(textResponse(503, `not ready: ${reason}`, { "retry-after": "1" }));
       }
       if (context.isInternal?.(className)) return withNode(internal(className));
+      // A socket holds its place for as long as it is open, as a connection would.
+      const place = context.admit?.();
+      if (typeof place === "string") {
+        return withNode(textResponse(503, place, { "retry-after": "1" }));
+      }
       return withNode(
         await context.openSocket({ tenant: context.tenant, class: className, name }, request, {
           method: request.method,
@@ -374,7 +386,7 @@ export function createClientHandler(
           query: url.search.slice(1),
           headers: headers.pairs,
           body: EMPTY,
-        }),
+        }, place),
       );
     }
     if (reason) return withNode(textResponse(503, `not ready: ${reason}`, { "retry-after": "1" }));

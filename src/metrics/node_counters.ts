@@ -53,7 +53,55 @@ export const NODE_COUNTERS = {
     help:
       "Connections to the cluster listener closed: no certificate, one no live heartbeat names, trust withdrawn, over the cap, or too many handshakes from one address.",
   },
+  socketMessages: {
+    name: "wasmkeep_websocket_messages_total",
+    help:
+      "WebSocket messages of this node's actors: in from their clients (each an event), out from the actors to their clients.",
+  },
+  socketCloses: {
+    name: "wasmkeep_websocket_closes_total",
+    help:
+      "WebSockets of this node's actors closed, by code (the client's, the actor's or the node's own; application codes 3000-4999 as 'application').",
+  },
+  relayedSockets: {
+    name: "wasmkeep_websocket_relays_total",
+    help: "WebSockets this node relayed to the node that holds their actor.",
+  },
 } as const;
+
+/**
+ * Every value of the `code` label of `wasmkeep_websocket_closes_total`: the
+ * codes of RFC 6455 a socket closes with here, `application` for 3000-4999,
+ * and `other`.
+ *
+ * @example
+ * ```ts
+ * import { SOCKET_CLOSE_CODES } from "./node_counters.ts";
+ * console.log(SOCKET_CLOSE_CODES.includes("1012")); // true
+ * ```
+ */
+export const SOCKET_CLOSE_CODES = [
+  "1000",
+  "1001",
+  "1002",
+  "1005",
+  "1006",
+  "1007",
+  "1008",
+  "1009",
+  "1011",
+  "1012",
+  "1013",
+  "application",
+  "other",
+] as const;
+
+/** The `code` label of a socket closed with `code`. */
+function closeCodeLabel(code: number): (typeof SOCKET_CLOSE_CODES)[number] {
+  if (code >= 3000 && code <= 4999) return "application";
+  const label = String(code) as (typeof SOCKET_CLOSE_CODES)[number];
+  return SOCKET_CLOSE_CODES.includes(label) ? label : "other";
+}
 
 /**
  * Every value of the `status` label of `wasmkeep_events_total`.
@@ -114,12 +162,20 @@ export class NodeCounters {
     for (const [name, help] of Object.entries(REPLICATION_COUNTERS)) {
       metrics.counter(name, help, {}, 0);
     }
-    const { executorRestarts, failoverWaits } = NODE_COUNTERS;
+    const { executorRestarts, failoverWaits, socketMessages, socketCloses } = NODE_COUNTERS;
     metrics.counter(executorRestarts.name, executorRestarts.help, {}, 0);
+    for (const direction of ["in", "out"]) {
+      metrics.counter(socketMessages.name, socketMessages.help, { direction }, 0);
+    }
+    for (const code of SOCKET_CLOSE_CODES) {
+      metrics.counter(socketCloses.name, socketCloses.help, { code }, 0);
+    }
     for (const className of classes) {
       for (const status of EVENT_STATUS_CLASSES) this.#eventCounter(className, status);
     }
     if (options.cluster) {
+      const { relayedSockets } = NODE_COUNTERS;
+      metrics.counter(relayedSockets.name, relayedSockets.help, {}, 0);
       for (const outcome of WAIT_OUTCOMES) {
         metrics.counter(failoverWaits.name, failoverWaits.help, { outcome }, 0);
       }
@@ -153,6 +209,24 @@ export class NodeCounters {
   refusedConnection(reason: RefusalReason): void {
     const { name, help } = NODE_COUNTERS.refusedConnections;
     this.#metrics.counter(name, help, { reason });
+  }
+
+  /** A WebSocket message went `in` to an actor from its client, or `out` to its client. */
+  socketMessage(direction: "in" | "out"): void {
+    const { name, help } = NODE_COUNTERS.socketMessages;
+    this.#metrics.counter(name, help, { direction });
+  }
+
+  /** A WebSocket of an actor here closed with `code`. */
+  socketClosed(code: number): void {
+    const { name, help } = NODE_COUNTERS.socketCloses;
+    this.#metrics.counter(name, help, { code: closeCodeLabel(code) });
+  }
+
+  /** A WebSocket was relayed to the node holding its actor. */
+  socketRelayed(): void {
+    const { name, help } = NODE_COUNTERS.relayedSockets;
+    this.#metrics.counter(name, help);
   }
 
   /** An executor counted `by` on replication counter `name`. */

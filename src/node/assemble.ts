@@ -29,6 +29,7 @@ import {
   maxClientConnections,
   maxClusterConnections,
   maxOpenDatabases,
+  maxRelays,
   openFileLimit,
 } from "../limits.ts";
 import { MetricsRegistry } from "../metrics/registry.ts";
@@ -228,8 +229,12 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
   const calls = new CallSecurity({ nodeId: options.nodeId, clock, random, log });
 
   const clusterConnections = options.cluster?.listener ? maxClusterConnections(fileLimit) : 0;
+  // A relay's connection to the owner is its own file; its client's holds a place.
+  const relayConnections = options.cluster ? maxRelays(fileLimit) : 0;
   const requested = options.maxConnections ?? NODE_DEFAULTS.maxConnections;
-  const admission = new Admission(maxClientConnections(requested, fileLimit, clusterConnections));
+  const admission = new Admission(
+    maxClientConnections(requested, fileLimit, clusterConnections + relayConnections),
+  );
   if (admission.max < requested) {
     log.warn("--max-connections lowered to fit the open-file limit", {
       requested,
@@ -289,6 +294,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     bucketUrl,
     nodeId: options.nodeId,
     historyRetentionMs: options.historyRetentionMs,
+    maxSocketMessageBytes: options.maxSocketMessageBytes,
   });
   const host = new ActorHost(
     pool,
@@ -336,6 +342,8 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     // events meanwhile, where these sockets could not see them.
     movedAway: plane && ((key) => movedAway(key)),
     heldGeneration: (key) => host.holdOf(key)?.generation,
+    maxMessageBytes: options.maxSocketMessageBytes,
+    counters,
   });
   /**
    * Whether another node took `key` since its sockets' last event ran here:
@@ -347,18 +355,31 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     if (host.holds(key) || last === undefined) return false;
     return movedSince(await ownership.read(key), options.nodeId, last);
   };
-  metrics.gauge("wasmkeep_websockets", "WebSockets open on this node.", () => sockets.count);
-  const relays = new Relays();
+  metrics.gauge(
+    "wasmkeep_websockets",
+    "WebSockets of actors open on this node.",
+    () => sockets.count,
+  );
+  const relays = new Relays(Math.max(1, relayConnections));
+  if (plane) {
+    metrics.gauge(
+      "wasmkeep_relays",
+      "Sockets this node relays to the nodes holding their actors, open now.",
+      () => relays.size,
+    );
+  }
   const routeSocket = plane &&
     ((key: ActorKey, forwarded: boolean, fresh?: boolean) =>
       plane.route(key, forwarded, (actor) => host.holds(actor), fresh));
   const openSocket = socketOpener({
     sockets,
+    clock,
     route: routeSocket,
     keep: plane && ((...args) => routing.keepUntilTaken(...args)),
     relaying: plane && {
       upgrade: (address, node, key, request) => plane.peers.upgrade(address, node, key, request),
       relays,
+      relayed: () => counters.socketRelayed(),
       fingerprintOf: (node) => plane.membership.peer(node)?.heartbeat?.fingerprint,
       clock,
       random,

@@ -34,6 +34,8 @@ export interface NodeOptions {
   /** An actor's database unused this long is closed; the actor may stay resident. */
   databaseIdleMs: number;
   maxBodyBytes: number;
+  /** Largest WebSocket message either way (`--max-socket-message-bytes`); default 1 MiB. */
+  maxSocketMessageBytes?: number;
   /** Client requests at once (`--max-connections`), before the open-file limit lowers it; default 10,000. */
   maxConnections?: number;
   /** Executor processes; default one per core. */

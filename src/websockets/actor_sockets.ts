@@ -21,9 +21,10 @@
  *   for them here.
  *
  * Bounds: sockets per actor and per node (each an open file), a message's
- * size either way ({@linkcode MAX_SOCKET_MESSAGE_BYTES}: a larger one from
- * the client closes its socket with 1009), and what a socket may have
- * buffered unsent ({@linkcode MAX_SOCKET_BUFFERED_BYTES}: a client that does
+ * size either way (`--max-socket-message-bytes`, by default
+ * {@linkcode MAX_SOCKET_MESSAGE_BYTES}: a larger one from the client closes
+ * its socket with 1009), and what a socket may have buffered unsent (four
+ * of the largest messages, {@linkcode bufferedBytesFor}: a client that does
  * not read is closed with 1013 rather than growing the node's memory).
  *
  * Connection ids are unique per actor and stable while the socket is open:
@@ -49,13 +50,23 @@ import {
 } from "../limits.ts";
 import type { Logger } from "../log.ts";
 import type { Clock, Timer } from "../time/clock.ts";
+import { sizeOverLimit } from "./message_size.ts";
 import type { SocketLike } from "./socket_like.ts";
 
 /**
- * Most bytes a socket may have queued to its client unsent; past it the
- * socket is closed with 1013 (4 MiB: four of the largest messages).
+ * Most bytes a socket may have queued to its client unsent, when messages
+ * are at most `maxMessageBytes`; past it the socket is closed with 1013
+ * (four of the largest messages: 4 MiB by default).
+ *
+ * @example
+ * ```ts
+ * import { bufferedBytesFor } from "./actor_sockets.ts";
+ * bufferedBytesFor(1024 * 1024); // 4194304
+ * ```
  */
-export const MAX_SOCKET_BUFFERED_BYTES = 4 * MAX_SOCKET_MESSAGE_BYTES;
+export function bufferedBytesFor(maxMessageBytes: number): number {
+  return 4 * maxMessageBytes;
+}
 
 /** The close codes this node sends of its own (RFC 6455, section 7.4.1). */
 export const CLOSE = {
@@ -78,6 +89,13 @@ export interface ActorSocketsOptions {
   maxPerActor?: number;
   /** Default {@linkcode MAX_NODE_SOCKETS}. */
   maxSockets?: number;
+  /** `--max-socket-message-bytes`; default {@linkcode MAX_SOCKET_MESSAGE_BYTES}. */
+  maxMessageBytes?: number;
+  /** Counts messages each way and closes by code (the node's metrics). */
+  counters?: {
+    socketMessage(direction: "in" | "out"): void;
+    socketClosed(code: number): void;
+  };
   /**
    * Whether another node took the actor since this node held it (a cluster
    * node: its record names another node), asked before a message's event
@@ -131,11 +149,18 @@ export class ActorSockets {
   readonly #lastHeld = new Map<string, bigint>();
   #count = 0;
   #nextId: number;
+  readonly #maxMessageBytes: number;
 
   /** No socket open yet. */
   constructor(options: ActorSocketsOptions) {
     this.#o = options;
+    this.#maxMessageBytes = options.maxMessageBytes ?? MAX_SOCKET_MESSAGE_BYTES;
     this.#nextId = Math.floor(options.clock.now()) * 1024;
+  }
+
+  /** Largest message either way (`--max-socket-message-bytes`). */
+  get maxMessageBytes(): number {
+    return this.#maxMessageBytes;
   }
 
   /** Sockets open on this node. */
@@ -251,7 +276,7 @@ export class ActorSockets {
 
   #send(entry: OpenSocket, message: SocketMessage): void {
     const { socket } = entry;
-    if (socket.bufferedAmount > MAX_SOCKET_BUFFERED_BYTES) {
+    if (socket.bufferedAmount > bufferedBytesFor(this.#maxMessageBytes)) {
       this.#o.log.warn("closing a WebSocket whose client does not read", {
         actor: entry.actorId,
         connection: entry.id,
@@ -261,27 +286,23 @@ export class ActorSockets {
       return;
     }
     socket.send(message);
+    this.#o.counters?.socketMessage("out");
   }
 
   #message(entry: OpenSocket, message: SocketMessage): void {
     // Closed here (by the actor or the node): what its client still sends is dropped.
     if (entry.closedHere) return;
-    const tooBig = "text" in message
-      ? textOverLimit(message.text)
-      : message.binary.length > MAX_SOCKET_MESSAGE_BYTES;
-    if (tooBig) {
-      this.#closeByNode(
-        entry,
-        CLOSE.tooBig,
-        `messages are at most ${MAX_SOCKET_MESSAGE_BYTES} bytes`,
-      );
+    if (sizeOverLimit(message, this.#maxMessageBytes) !== undefined) {
+      this.#closeByNode(entry, CLOSE.tooBig, `messages are at most ${this.#maxMessageBytes} bytes`);
       return;
     }
+    this.#o.counters?.socketMessage("in");
     this.#event(entry, EMPTY_REQUEST, { kind: "message", connection: entry.id, message });
   }
 
   #closed(entry: OpenSocket, code: number, reason: string): void {
     if (!this.#forget(entry) || entry.closedHere) return;
+    this.#o.counters?.socketClosed(code);
     this.#event(entry, EMPTY_REQUEST, { kind: "close", connection: entry.id, code, reason });
   }
 
@@ -290,6 +311,7 @@ export class ActorSockets {
     if (entry.closedHere) return;
     entry.closedHere = true;
     this.#forget(entry);
+    this.#o.counters?.socketClosed(code);
     entry.socket.close(code, reason);
   }
 
@@ -365,13 +387,4 @@ export class ActorSockets {
       });
     });
   }
-}
-
-const utf8 = new TextEncoder();
-
-/** Whether `text` is over the message limit in UTF-8. */
-function textOverLimit(text: string): boolean {
-  // UTF-8 takes at most three bytes per UTF-16 unit: most messages need no encoding to tell.
-  if (text.length * 3 <= MAX_SOCKET_MESSAGE_BYTES) return false;
-  return utf8.encode(text).length > MAX_SOCKET_MESSAGE_BYTES;
 }

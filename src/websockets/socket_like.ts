@@ -9,6 +9,8 @@
  */
 
 import type { SocketMessage } from "../actors/protocol.ts";
+import { CLOSE_ANSWER_MS } from "../limits.ts";
+import type { Clock } from "../time/clock.ts";
 
 /** What a socket tells its user. */
 export interface SocketHandlers {
@@ -34,15 +36,19 @@ export interface SocketLike {
 
 /**
  * A socket made by `Deno.upgradeWebSocket`, as a {@linkcode SocketLike}.
+ * One the node closes whose client does not answer within
+ * {@linkcode CLOSE_ANSWER_MS} is dropped (its connection closed), which
+ * `Deno.upgradeWebSocket`'s socket never does by itself.
  *
  * @example
  * ```ts ignore
  * const { socket, response } = Deno.upgradeWebSocket(request);
- * sockets.accept(key, upgrade, webSocketOf(socket));
+ * sockets.accept(key, upgrade, webSocketOf(socket, clock));
  * ```
  */
-export function webSocketOf(socket: WebSocket): SocketLike {
+export function webSocketOf(socket: WebSocket, clock: Clock): SocketLike {
   socket.binaryType = "arraybuffer";
+  let dropping = false;
   return {
     get open() {
       return socket.readyState === WebSocket.OPEN;
@@ -59,6 +65,10 @@ export function webSocketOf(socket: WebSocket): SocketLike {
       } catch {
         // Already closing.
       }
+      if (dropping || socket.readyState === WebSocket.CLOSED) return;
+      dropping = true;
+      const timer = clock.setTimer(CLOSE_ANSWER_MS, () => dropConnection(socket));
+      socket.addEventListener("close", () => timer.cancel(), { once: true });
     },
     listen(handlers) {
       socket.onopen = () => handlers.open();
@@ -75,4 +85,23 @@ export function webSocketOf(socket: WebSocket): SocketLike {
       socket.onerror = () => {};
     },
   };
+}
+
+/**
+ * Closes the connection under `socket`, whose close the client did not
+ * answer: the socket then ends (its `close` event, code 1005). Deno's
+ * WebSocket has no public way to do so; its resource is closed through the
+ * runtime's internals (checked with the Deno this repository pins, by
+ * test/node/websocket_test.ts), and left to end with its connection where
+ * they are missing.
+ */
+function dropConnection(socket: WebSocket): void {
+  if (socket.readyState === WebSocket.CLOSED) return;
+  const internals =
+    (Deno as unknown as Record<symbol, { core?: { tryClose?(rid: number): void } }>)[
+      (Deno as unknown as { internal: symbol }).internal
+    ];
+  const ridSymbol = Object.getOwnPropertySymbols(socket).find((s) => s.description === "[[rid]]");
+  const rid = ridSymbol && (socket as unknown as Record<symbol, unknown>)[ridSymbol];
+  if (typeof rid === "number") internals?.core?.tryClose?.(rid);
 }

@@ -6,8 +6,8 @@
  * What one side sends the other sends on, in order; a close of either side
  * closes the other with its code (a connection that ended without one, 1006,
  * closes the other with 1012: reconnect, the actor is elsewhere or coming
- * back); a side that does not read past {@linkcode MAX_SOCKET_BUFFERED_BYTES}
- * closes both with 1013.
+ * back); a side that does not read past `maxBufferedBytes` closes both with
+ * 1013.
  *
  * @module
  */
@@ -15,7 +15,7 @@
 import type { SocketMessage } from "../actors/protocol.ts";
 import type { Clock, Timer } from "../time/clock.ts";
 import { CLOSE_ANSWER_MS } from "../limits.ts";
-import { CLOSE, MAX_SOCKET_BUFFERED_BYTES } from "./actor_sockets.ts";
+import { CLOSE } from "./actor_sockets.ts";
 import type { SocketLike } from "./socket_like.ts";
 
 /**
@@ -32,11 +32,19 @@ export interface SocketRelay {
  *
  * @example
  * ```ts ignore
- * const relay = relaySockets(webSocketOf(socket), new WireSocket(up.conn, options), clock);
+ * const relay = relaySockets(webSocketOf(socket), new WireSocket(up.conn, options), {
+ *   clock,
+ *   maxBufferedBytes: bufferedBytesFor(maxMessageBytes),
+ * });
  * relays.hold({ node, fingerprint }, relay.ended, (error) => relay.cut(error.message));
  * ```
  */
-export function relaySockets(client: SocketLike, owner: SocketLike, clock: Clock): SocketRelay {
+export function relaySockets(
+  client: SocketLike,
+  owner: SocketLike,
+  options: { clock: Clock; maxBufferedBytes: number },
+): SocketRelay {
+  const { clock, maxBufferedBytes } = options;
   const { promise: ended, resolve } = Promise.withResolvers<void>();
   let open = 2;
   let late: Timer | undefined;
@@ -53,7 +61,7 @@ export function relaySockets(client: SocketLike, owner: SocketLike, clock: Clock
   };
   const pass = (to: SocketLike) => (message: SocketMessage) => {
     if (!to.open) return;
-    if (to.bufferedAmount > MAX_SOCKET_BUFFERED_BYTES) {
+    if (to.bufferedAmount > maxBufferedBytes) {
       closeBoth(CLOSE.tryAgainLater, "a side of the relay does not read its messages");
       return;
     }

@@ -27,10 +27,9 @@ import type { RequestRouting } from "../cluster/routing/request_routing.ts";
 import type { Route } from "../cluster/routing/router.ts";
 import { actorTarget, textResponse } from "../http/client_handler.ts";
 import { FORWARDED_BY_HEADER } from "../http/forward.ts";
-import { MAX_SOCKET_MESSAGE_BYTES } from "../limits.ts";
 import type { UpgradeAnswer } from "../net/h1/server.ts";
 import type { Clock, Random } from "../time/clock.ts";
-import type { ActorSockets } from "./actor_sockets.ts";
+import { type ActorSockets, bufferedBytesFor } from "./actor_sockets.ts";
 import { acceptKeyOf, handshakeProblem } from "./handshake.ts";
 import { relaySockets } from "./socket_relay.ts";
 import { webSocketOf } from "./socket_like.ts";
@@ -51,6 +50,8 @@ export interface SocketRelaying {
     readonly full: boolean;
     hold(peer: RelayPeer, ended: Promise<unknown>, cut: (reason: Error) => void): boolean;
   };
+  /** Counts a socket relayed. */
+  relayed?: () => void;
   /** The certificate fingerprint a peer publishes, for cutting its relays when trust ends. */
   fingerprintOf(node: string): string | undefined;
   clock: Clock;
@@ -60,6 +61,8 @@ export interface SocketRelaying {
 /** What {@linkcode socketOpener} works with. */
 export interface SocketOpenerOptions {
   sockets: ActorSockets;
+  /** Times the drop of a client that does not answer a close. */
+  clock: Clock;
   /**
    * Where a request for the actor goes (`fresh`: from its record, not the
    * holder remembered); unset on a standalone node (always here).
@@ -76,24 +79,33 @@ export interface SocketOpenerOptions {
 }
 
 /**
+ * Gives back a client's place (`Admission`) once its socket ended: an open
+ * socket holds the place its upgrade took, so that sockets are counted in
+ * the client connections the open-file limit allows.
+ */
+export type Place = () => void;
+
+/**
  * The function the client handler gives a valid WebSocket upgrade of
- * `key`: the 101, or the answer that refuses it.
+ * `key`: the 101, or the answer that refuses it. `place` is given back
+ * when the socket (or its relay) ended, or at once when it did not open.
  *
  * @example
  * ```ts ignore
- * const open = socketOpener({ sockets, route, relaying });
- * return await open(key, request, upgradeRequest);
+ * const open = socketOpener({ sockets, clock, route, relaying });
+ * return await open(key, request, upgradeRequest, release);
  * ```
  */
 export function socketOpener(
   options: SocketOpenerOptions,
-): (key: ActorKey, request: Request, upgrade: ActorRequest) => Promise<Response> {
-  const { sockets, route, relaying, keep } = options;
-  const here = (key: ActorKey, request: Request, upgrade: ActorRequest) => {
+): (key: ActorKey, request: Request, upgrade: ActorRequest, place?: Place) => Promise<Response> {
+  const { sockets, route, relaying, keep, clock } = options;
+  const here = (key: ActorKey, request: Request, upgrade: ActorRequest, place: Place) => {
     const { socket, response } = Deno.upgradeWebSocket(request, {
       idleTimeout: SOCKET_IDLE_TIMEOUT_SECS,
     });
-    sockets.accept(key, upgrade, webSocketOf(socket));
+    socket.addEventListener("close", place, { once: true });
+    sockets.accept(key, upgrade, webSocketOf(socket, clock));
     return response;
   };
   const there = (
@@ -101,27 +113,28 @@ export function socketOpener(
     key: ActorKey,
     request: Request,
     upgrade: ActorRequest,
+    place: Place,
   ) =>
     relaying
-      ? relayTo(relaying, where, key, request, upgrade)
+      ? relayTo(relaying, sockets.maxMessageBytes, where, key, request, upgrade, place)
       : Promise.resolve(refuse(503, `the actor is held by node ${where.node}; retry`));
-  return async (key, request, upgrade) => {
+  const open = async (key: ActorKey, request: Request, upgrade: ActorRequest, place: Place) => {
     const refusal = sockets.refusal(key);
     if (refusal) return refuse(503, refusal);
     const forwarded = request.headers.has(FORWARDED_BY_HEADER);
     const where = route ? await route(key, forwarded) : { kind: "local" as const };
     switch (where.kind) {
       case "local":
-        return here(key, request, upgrade);
+        return here(key, request, upgrade, place);
       case "forward": {
-        const sent = await there(where, key, request, upgrade);
+        const sent = await there(where, key, request, upgrade, place);
         if (sent !== UNSENT) return sent;
         // A remembered holder that could not be reached read nothing (it may
         // have just stopped): routed again from the record, once.
         const fresh = await route!(key, forwarded, true);
-        if (fresh.kind === "local") return here(key, request, upgrade);
+        if (fresh.kind === "local") return here(key, request, upgrade, place);
         if (fresh.kind === "forward" && fresh.node !== where.node) {
-          const again = await there(fresh, key, request, upgrade);
+          const again = await there(fresh, key, request, upgrade, place);
           if (again !== UNSENT) return again;
         }
         return refuse(503, "the actor's node did not answer; retry");
@@ -132,9 +145,9 @@ export function socketOpener(
         if (!where.ownerDown || forwarded || !keep) return refuse(503, where.message);
         // Kept like a GET: answered 101 by whichever node took the actor.
         const kept = await keep<Response>(key, where.node, request.signal, {
-          here: () => Promise.resolve(here(key, request, upgrade)),
+          here: () => Promise.resolve(here(key, request, upgrade, place)),
           there: async (next) => {
-            const sent = await there(next, key, request, upgrade);
+            const sent = await there(next, key, request, upgrade, place);
             return sent === UNSENT ? refuse(503, "the actor's node did not answer; retry") : sent;
           },
           refused: (message) => refuse(503, message),
@@ -144,6 +157,18 @@ export function socketOpener(
         return kept ?? refuse(503, "the actor's node is not reachable; retry");
       }
     }
+  };
+  return async (key, request, upgrade, place = () => {}) => {
+    let response: Response;
+    try {
+      response = await open(key, request, upgrade, place);
+    } catch (error) {
+      place();
+      throw error;
+    }
+    // Refused: the place is free at once; opened, it is the socket's until it ends.
+    if (response.status !== 101) place();
+    return response;
   };
 }
 
@@ -157,10 +182,12 @@ const UNSENT = Symbol("unsent to a remembered holder");
  */
 async function relayTo(
   relaying: SocketRelaying,
+  maxMessageBytes: number,
   where: { node: string; address: string; remembered?: boolean },
   key: ActorKey,
   request: Request,
   upgrade: ActorRequest,
+  place: Place,
 ): Promise<Response | typeof UNSENT> {
   if (relaying.relays.full) return refuse(503, "this node relays its maximum of sockets; retry");
   const up = await relaying.upgrade(where.address, where.node, key, upgrade);
@@ -168,7 +195,7 @@ async function relayTo(
   if (up.kind === "failed") return refuse(up.status, up.message);
   const owner = new WireSocket(up.conn, {
     role: "client",
-    maxMessageBytes: MAX_SOCKET_MESSAGE_BYTES,
+    maxMessageBytes,
     clock: relaying.clock,
     random: relaying.random,
     leftover: up.leftover,
@@ -176,7 +203,12 @@ async function relayTo(
   const { socket, response } = Deno.upgradeWebSocket(request, {
     idleTimeout: SOCKET_IDLE_TIMEOUT_SECS,
   });
-  const relay = relaySockets(webSocketOf(socket), owner, relaying.clock);
+  const relay = relaySockets(webSocketOf(socket, relaying.clock), owner, {
+    clock: relaying.clock,
+    maxBufferedBytes: bufferedBytesFor(maxMessageBytes),
+  });
+  relay.ended.then(place);
+  relaying.relayed?.();
   const peer = { node: where.node, fingerprint: relaying.fingerprintOf(where.node) };
   if (!relaying.relays.hold(peer, relay.ended, (error) => relay.cut(error.message))) {
     relay.cut("this node relays its maximum of sockets");
@@ -248,7 +280,7 @@ export function relayedSocketAcceptor(
       join: (conn, leftover) => {
         const socket = new WireSocket(conn, {
           role: "server",
-          maxMessageBytes: MAX_SOCKET_MESSAGE_BYTES,
+          maxMessageBytes: sockets.maxMessageBytes,
           clock,
           random,
           leftover,

@@ -44,6 +44,14 @@ Deno.test("usage errors exit 2 naming the flag", async () => {
         /--event-timeout-secs must be at most 86400/,
       ],
       [
+        ["serve", "--actor", `counter=${COUNTER_WASM}`, "--max-socket-message-bytes", "16777217"],
+        /--max-socket-message-bytes must be at most 16777216/,
+      ],
+      [
+        ["serve", "--actor", `counter=${COUNTER_WASM}`, "--max-socket-message-bytes", "0"],
+        /--max-socket-message-bytes must be at least 1/,
+      ],
+      [
         ["serve", "--actor", `counter=${COUNTER_WASM}`, "--executors", "3000"],
         /--executors must be at most 256/,
       ],

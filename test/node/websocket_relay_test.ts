@@ -47,6 +47,10 @@ Deno.test("relayed websockets over mutual TLS: a client on another node shares t
       assert.equal(await far.next(), "news");
       assert.equal(await near.next(), "news");
       assert.match(a.logs(), /websocket open \//);
+      assert.equal(await metric(b.url, "wasmkeep_websocket_relays_total"), 1);
+      assert.equal(await metric(b.url, "wasmkeep_relays"), 1);
+      assert.equal(await metric(b.url, "wasmkeep_websockets"), 0, "b holds no actor socket");
+      assert.equal(await metric(a.url, "wasmkeep_websockets"), 2);
 
       // b's heartbeat fenced: a stops trusting b at its next listing and cuts b's connections.
       const fencedAt = performance.now();

@@ -7,9 +7,10 @@
 
 import assert from "node:assert/strict";
 import { type Closed, openSocket } from "../helpers/websocket_client.ts";
-import { TESTBED_WASM, withNode } from "../helpers/node_process.ts";
+import { metric, TESTBED_WASM, withNode } from "../helpers/node_process.ts";
 import { scratchDir, startClusterNode } from "../helpers/cluster.ts";
 import { bucketOpenImportMap } from "../helpers/bucket_open_map.ts";
+import { encodeFrame, FrameReader, OPCODE, readClose } from "../../src/websockets/frames.ts";
 import { SLOW_PUT_FILE_VARIABLE } from "../helpers/slow_bucket_open.ts";
 
 const SLOW_BUCKET_OPEN = new URL("../helpers/slow_bucket_open.ts", import.meta.url).href;
@@ -52,6 +53,14 @@ Deno.test("websockets: an actor's socket on one node echoes text and binary, is 
     b.socket.close();
     await b.closed;
     await until("no socket left", async () => await count() === "0");
+    // Counted: three messages each way, two closes by their clients (1000, and 1005: no code).
+    const counted = async (series: string) => await metric(node.url, series);
+    assert.equal(await counted('wasmkeep_websocket_messages_total{direction="in"}'), 3);
+    assert.equal(await counted('wasmkeep_websocket_messages_total{direction="out"}'), 3);
+    assert.equal(await counted('wasmkeep_websocket_closes_total{code="1000"}'), 1);
+    assert.equal(await counted('wasmkeep_websocket_closes_total{code="1005"}'), 1);
+    assert.equal(await counted('wasmkeep_websocket_closes_total{code="1012"}'), 0);
+    assert.equal(await counted("wasmkeep_websockets"), 0);
   });
 });
 
@@ -102,6 +111,7 @@ Deno.test("websockets: a message over 1 MiB closes its socket with 1009, and the
     const event = await a.closed;
     assert.equal(event.code, 1009);
     await until("the close event", () => node.logs().includes("websocket close 1009"));
+    assert.equal(await metric(node.url, 'wasmkeep_websocket_closes_total{code="1009"}'), 1);
     const other = await openSocket(`${node.url.replace(/^http/, "ws")}/actor/testbed/room`);
     other.socket.send("x".repeat(1024 * 1024));
     assert.equal((await other.next() as string).length, 1024 * 1024, "1 MiB itself passes");
@@ -109,6 +119,154 @@ Deno.test("websockets: a message over 1 MiB closes its socket with 1009, and the
     await other.closed;
   });
 });
+
+Deno.test("websockets: --max-socket-message-bytes sets the limit both ways: a client's larger message closes with 1009, an actor's larger send is its error", async () => {
+  await withNode([
+    "--actor",
+    `testbed=${TESTBED_WASM}`,
+    "--node-id",
+    "ws",
+    "--max-socket-message-bytes",
+    "1000",
+  ], async (node) => {
+    const a = await openSocket(`${node.url.replace(/^http/, "ws")}/actor/testbed/room`);
+    a.socket.send("é".repeat(500));
+    assert.equal(await a.next(), "é".repeat(500), "1,000 bytes in UTF-8 pass");
+    const tooLong = await fetch(`${node.url}/actor/testbed/room/ws-send?${"y".repeat(1001)}`);
+    assert.equal(tooLong.status, 500);
+    assert.equal(
+      (await tooLong.text()).trim(),
+      "the message is 1001 bytes, over the limit of 1000",
+    );
+    a.socket.send("é".repeat(500) + "x");
+    assert.equal((await a.closed).code, 1009);
+    await until("the close event", () => node.logs().includes("websocket close 1009"));
+  });
+});
+
+Deno.test("websockets: a client that stops reading is closed with 1013 once four messages are unsent, the actor told, and the node's memory stays bounded", async () => {
+  await withNode(["--actor", `testbed=${TESTBED_WASM}`, "--node-id", "ws"], async (node) => {
+    const port = Number(new URL(node.url).port);
+    // A client that upgrades and then reads nothing.
+    const stalled = await Deno.connect({ hostname: "127.0.0.1", port });
+    await stalled.write(new TextEncoder().encode(
+      "GET /actor/testbed/room HTTP/1.1\r\nhost: 127.0.0.1\r\nupgrade: websocket\r\n" +
+        "connection: upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
+        "sec-websocket-version: 13\r\n\r\n",
+    ));
+    const reader = await openSocket(`${node.url.replace(/^http/, "ws")}/actor/testbed/room`);
+    reader.socket.send("count");
+    assert.equal(await reader.next(), "2");
+    const peakBefore = peakRss(node.pid);
+    // 100 MiB for the stalled client, 400 messages of 256 KiB, broadcast by the actor.
+    const piece = "z".repeat(256 * 1024);
+    for (let i = 0; i < 400; i++) {
+      reader.socket.send(`all:${piece}`);
+      assert.equal((await reader.next() as string).length, piece.length);
+    }
+    await until("the actor's close event", () => node.logs().includes("websocket close 1013"));
+    const grewMiB = (peakRss(node.pid) - peakBefore) / 1024 / 1024;
+    console.log(
+      `the node's peak RSS grew ${grewMiB.toFixed(1)} MiB for 100 MiB sent to a client not reading`,
+    );
+    assert.ok(grewMiB < 48, `the node's peak RSS grew ${grewMiB} MiB`);
+    // What the stalled client finds once it reads: what fit before the cap, then the 1013.
+    const frames = new FrameReader({ masked: false, maxPayload: 1024 * 1024 });
+    const buffer = new Uint8Array(256 * 1024);
+    let close: { code: number; reason: string } | undefined;
+    let messages = 0;
+    let head = true;
+    while (!close) {
+      const n = await stalled.read(buffer);
+      if (n === null) break;
+      let bytes = buffer.subarray(0, n);
+      if (head) {
+        // The 101's head, then frames.
+        const text = new TextDecoder("latin1").decode(bytes);
+        const end = text.indexOf("\r\n\r\n");
+        assert.match(text, /^HTTP\/1.1 101/);
+        bytes = bytes.subarray(end + 4);
+        head = false;
+      }
+      frames.push(bytes);
+      for (let frame = frames.next(); frame && !close; frame = frames.next()) {
+        if (frame.opcode === OPCODE.close) close = readClose(frame.payload);
+        else if (frame.opcode === OPCODE.text) messages++;
+      }
+    }
+    stalled.close();
+    assert.deepEqual(close, { code: 1013, reason: "the client does not read its messages" });
+    assert.ok(messages < 100, `${messages} messages reached the stalled client before its close`);
+    reader.socket.send("count");
+    assert.equal(await reader.next(), "1", "the reading client is still served");
+    reader.socket.close();
+    await reader.closed;
+  });
+});
+
+Deno.test("websockets: a client that does not answer the node's close is dropped after 5 s, and an open socket holds one of --max-connections' places until it ends", async () => {
+  await withNode([
+    "--actor",
+    `testbed=${TESTBED_WASM}`,
+    "--node-id",
+    "ws",
+    "--max-connections",
+    "2",
+  ], async (node) => {
+    const port = Number(new URL(node.url).port);
+    const deaf = await Deno.connect({ hostname: "127.0.0.1", port });
+    await deaf.write(new TextEncoder().encode(
+      "GET /actor/testbed/room HTTP/1.1\r\nhost: 127.0.0.1\r\nupgrade: websocket\r\n" +
+        "connection: upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
+        "sec-websocket-version: 13\r\n\r\n",
+    ));
+    const other = await openSocket(`${node.url.replace(/^http/, "ws")}/actor/testbed/room`);
+    other.socket.send("count");
+    assert.equal(await other.next(), "2");
+    // Both places are sockets' now: a third upgrade, or a request, waits for one.
+    const full = await fetch(`${node.url}/actor/testbed/room`, {
+      headers: {
+        upgrade: "websocket",
+        connection: "upgrade",
+        "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "sec-websocket-version": "13",
+      },
+    });
+    assert.equal(full.status, 503);
+    assert.match(await full.text(), /serves 2 requests at once \(--max-connections\); retry/);
+    // The deaf client asks the actor to close its socket, then never answers the close.
+    await deaf.write(encodeFrame(OPCODE.text, new TextEncoder().encode("close"), MASK));
+    const closedAt = performance.now();
+    const buffer = new Uint8Array(64 * 1024);
+    while (await deaf.read(buffer) !== null) {
+      // The 101, then the close frame it does not answer; then its connection ends.
+    }
+    const droppedMs = performance.now() - closedAt;
+    deaf.close();
+    console.log(`the deaf client dropped ${Math.round(droppedMs)} ms after the close`);
+    assert.ok(droppedMs > 4_000 && droppedMs < 8_000, `dropped after ${droppedMs} ms`);
+    other.socket.close();
+    await other.closed;
+    // Both places are free again: the deaf client's too.
+    const first = await openSocket(`${node.url.replace(/^http/, "ws")}/actor/testbed/room`);
+    const second = await openSocket(`${node.url.replace(/^http/, "ws")}/actor/testbed/room`);
+    second.socket.send("count");
+    assert.equal(await second.next(), "2");
+    for (const client of [first, second]) {
+      client.socket.close();
+      await client.closed;
+    }
+  });
+});
+
+/** A client's mask key (RFC 6455 asks for a random one; any does for the test). */
+const MASK = new Uint8Array([1, 2, 3, 4]);
+
+/** The peak resident memory of process `pid` so far, in bytes (VmHWM). */
+function peakRss(pid: number): number {
+  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+  return Number(status.match(/^VmHWM:\s+(\d+) kB/m)![1]) * 1024;
+}
 
 Deno.test("websockets: a message its actor's full queue cannot take closes its socket with 1013, not lost unannounced", async () => {
   await withNode([
