@@ -11,7 +11,10 @@
  *   every socket to the owner.
  *
  * Reported: echoes per second and the p50/p99 of a message's round trip,
- * and each case's echoes per second over the baseline's. The nodes run on
+ * and each case's echoes per second over the baseline's; and where the CPU
+ * goes, in µs per echo over the whole case (warm-up included): the serving
+ * process's main thread, its executors, the relaying node (relayed), and
+ * the load process itself, which shares the 2 cores. The nodes run on
  * one file bucket (plain HTTP between them, lease ttl 3 s, 1,024 events
  * queued per actor at most: with the default 128, 100 sockets in a closed
  * loop overflow the room's queue, and those sockets close with 1013).
@@ -22,7 +25,7 @@
  * @module
  */
 
-import { cpuModel, flag, startBenchNode, startServer, stopAll } from "./processes.ts";
+import { cpuModel, flag, startBenchNode, startServer, stopAll, treeCpuMs } from "./processes.ts";
 
 /** Sockets in the room. */
 export const SOCKETS = 100;
@@ -36,11 +39,24 @@ interface LoadResult {
   perSecond: number;
   p50Us: number;
   p99Us: number;
+  /** The load process's CPU over the case, ms. */
+  loadCpuMs: number;
+  /** Echoes over the case, warm-up included (what the CPU columns divide by). */
+  allMessages: number;
+}
+
+/** Where a case's CPU went, ms: the serving node's main thread and executors, the relaying node's. */
+interface CaseCpu {
+  mainMs: number;
+  executorsMs: number;
+  relayMs: number;
 }
 
 /** The load: `sockets` sockets to `url`, each sending and awaiting its echo until the window ends. */
 async function load(url: string, sockets: number): Promise<LoadResult> {
   const times: number[] = [];
+  let all = 0;
+  const cpuAtStart = treeCpuMs(Deno.pid).selfMs;
   let measuring = false;
   let stopping = false;
   const run = async (index: number) => {
@@ -57,17 +73,19 @@ async function load(url: string, sockets: number): Promise<LoadResult> {
       sentAt = performance.now();
       socket.send(`m${index}`);
       await echoed;
+      all++;
       if (measuring) times.push((performance.now() - sentAt) * 1000);
     }
     socket.close();
   };
-  const all = Array.from({ length: sockets }, (_, i) => run(i));
+  const clients = Array.from({ length: sockets }, (_, i) => run(i));
   await new Promise((resolve) => setTimeout(resolve, WARMUP_MS));
   measuring = true;
   await new Promise((resolve) => setTimeout(resolve, DURATION_MS));
   measuring = false;
   stopping = true;
-  await Promise.all(all);
+  await Promise.all(clients);
+  const loadCpuMs = treeCpuMs(Deno.pid).selfMs - cpuAtStart;
   const sorted = times.sort((x, y) => x - y);
   const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
   return {
@@ -75,6 +93,8 @@ async function load(url: string, sockets: number): Promise<LoadResult> {
     perSecond: sorted.length / (DURATION_MS / 1000),
     p50Us: at(0.5),
     p99Us: at(0.99),
+    loadCpuMs,
+    allMessages: all,
   };
 }
 
@@ -144,9 +164,23 @@ async function main(): Promise<void> {
       relayed: `${ws(b.url)}/actor/testbed/room`,
     };
     const results: Record<string, LoadResult[]> = { baseline: [], local: [], relayed: [] };
+    const cpu: Record<string, CaseCpu[]> = { baseline: [], local: [], relayed: [] };
+    const serving: Record<string, number> = { baseline: echo.pid, local: a.pid, relayed: a.pid };
     for (let round = 1; round <= rounds; round++) {
       for (const [name, url] of Object.entries(cases)) {
+        const before = treeCpuMs(serving[name]);
+        const relayBefore = treeCpuMs(b.pid);
         const result = await loadProcess(url, sockets);
+        const after = treeCpuMs(serving[name]);
+        const relayAfter = treeCpuMs(b.pid);
+        cpu[name].push({
+          mainMs: after.selfMs - before.selfMs,
+          executorsMs: after.childrenMs - before.childrenMs,
+          relayMs: name === "relayed"
+            ? relayAfter.selfMs + relayAfter.childrenMs - relayBefore.selfMs -
+              relayBefore.childrenMs
+            : 0,
+        });
         results[name].push(result);
         console.error(
           `round ${round} ${name}: ${result.perSecond.toFixed(0)} echoes/s, p50 ${
@@ -161,15 +195,19 @@ async function main(): Promise<void> {
     const lines = [
       `bench/socket_bench.ts --rounds ${rounds} --sockets ${sockets} (${cpuModel()}, ${navigator.hardwareConcurrency} cores)`,
       "",
-      "| case | echoes/s | p50 µs | p99 µs | over the baseline |",
-      "| --- | ---: | ---: | ---: | ---: |",
+      "| case | echoes/s | p50 µs | p99 µs | over the baseline | CPU µs/echo: main | executors | relaying node | load |",
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ];
     for (const [name, runs] of Object.entries(results)) {
       const perSecond = median(runs.map((r) => r.perSecond));
+      const perEcho = (ms: (i: number) => number) =>
+        median(runs.map((r, i) => ms(i) * 1000 / r.allMessages)).toFixed(1);
       lines.push(
         `| ${name} | ${perSecond.toFixed(0)} | ${median(runs.map((r) => r.p50Us)).toFixed(0)} | ${
           median(runs.map((r) => r.p99Us)).toFixed(0)
-        } | ${(perSecond / base * 100).toFixed(1)} % |`,
+        } | ${(perSecond / base * 100).toFixed(1)} % | ${perEcho((i) => cpu[name][i].mainMs)} | ${
+          perEcho((i) => cpu[name][i].executorsMs)
+        } | ${perEcho((i) => cpu[name][i].relayMs)} | ${perEcho((i) => runs[i].loadCpuMs)} |`,
       );
     }
     console.log(lines.join("\n"));

@@ -47,6 +47,7 @@ export class Draws {
   readonly ops: Random;
   readonly clocks: Random;
   readonly bucket: Random;
+  readonly sockets: Random;
 
   constructor(seed: number) {
     const stream = (s: number) => seededRandom(streamSeed(seed, s));
@@ -61,6 +62,7 @@ export class Draws {
     this.ops = stream(Stream.Ops);
     this.clocks = stream(Stream.Clocks);
     this.bucket = stream(Stream.Bucket);
+    this.sockets = stream(Stream.Sockets);
   }
 }
 
@@ -83,6 +85,8 @@ export interface SimContext {
   readonly disk: RunDisk;
   readonly nodes: SimNode[];
   readonly actors: SimActor[];
+  /** The rooms of the socket clients (not asked for by the other clients). */
+  readonly rooms: SimActor[];
   /** Processes not dead, paused ones included. */
   readonly procs: Set<SimProcess>;
   readonly byToken: Map<string, SimProcess>;

@@ -180,6 +180,15 @@ export class DataChecks {
     this.#ledger(actor).takers.set(generation, token);
   }
 
+  /** The processes (tokens) whose takes of the actor landed at generations `low` to `high`. */
+  takersBetween(actor: string, low: bigint, high: bigint): string[] {
+    const takers: string[] = [];
+    for (const [generation, token] of this.#ledger(actor).takers) {
+      if (generation >= low && generation <= high) takers.push(token);
+    }
+    return takers;
+  }
+
   /** Whether anything (a base, a file, a marker) was applied at the actor's generation. */
   wroteAt(actor: string, generation: bigint): boolean {
     return this.#ledger(actor).written.has(generation);

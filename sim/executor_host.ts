@@ -20,7 +20,6 @@
  * @module
  */
 
-import { AssertionError } from "../src/assert.ts";
 import { type ActorKey, actorKeyString } from "../src/actors/key.ts";
 import {
   actorDatabasePath,
@@ -30,6 +29,7 @@ import {
   type ExecutorInit,
   type FromExecutor,
   fromExecutorMessage,
+  type SocketEvent,
   type ToExecutor,
   toExecutorMessage,
 } from "../src/actors/protocol.ts";
@@ -152,7 +152,12 @@ export interface SimExecutorsOptions {
   peek: (key: string) => Uint8Array | undefined;
   broken?: ReplicationBreak;
   /** Told of each event as the pool sends it, before the executor gets it. */
-  onEvent?: (actor: ActorKey, generation: number, request: ActorRequest) => void;
+  onEvent?: (
+    actor: ActorKey,
+    generation: number,
+    request: ActorRequest,
+    socket: SocketEvent | undefined,
+  ) => void;
 }
 
 /**
@@ -243,7 +248,7 @@ class SimExecutor implements ExecutorChannel {
 
   send(message: ToExecutor): void {
     if (message.type === "event") {
-      this.#o.onEvent?.(message.actor, message.generation, message.request);
+      this.#o.onEvent?.(message.actor, message.generation, message.request, message.socket);
     }
     // Checked and copied as a frame would be: nothing is shared across the boundary.
     const copy = toExecutorMessage(acrossTheBoundary(message as unknown as Plain));
@@ -385,14 +390,21 @@ class SimProgram {
       const { rows } = imports.exec("SELECT id FROM w ORDER BY id", []);
       return new Set(rows.map(([v]) => Number((v as { val: bigint }).val)));
     };
-    // The workload opens no WebSockets: a socket event here is a bug of the simulator.
-    const noSockets = () =>
-      Promise.reject(new AssertionError("the simulator's workload opens no WebSockets"));
+    /** A socket event runs its statement, as a request's does (the executor's checks). */
+    const socketEvent = () => {
+      observer.runs(key, this.generationOf(id));
+      imports.exec(CREATE_TABLE, []);
+    };
     return {
       onInit: () => Promise.resolve(),
-      onWebsocketOpen: noSockets,
-      onWebsocketMessage: noSockets,
-      onWebsocketClose: noSockets,
+      onWebsocketOpen: () => Promise.resolve(socketEvent()),
+      // Each message is echoed on its socket: its client counts what came back.
+      onWebsocketMessage: (connection, message) => {
+        socketEvent();
+        imports.wsSend(connection, message);
+        return Promise.resolve();
+      },
+      onWebsocketClose: () => Promise.resolve(socketEvent()),
       onRequest: async (request: ActorRequest): Promise<ActorResponse> => {
         const op = opOf(request);
         const generation = this.generationOf(id);

@@ -3,7 +3,8 @@
  * real HTTP/1.1 server of the cluster listener (`src/net/h1/server.ts`)
  * over a simulated connection, its waits on the node's clock, handing each
  * request to the node's real handler (`createClientHandler` of
- * `src/http/client_handler.ts`).
+ * `src/http/client_handler.ts`), and each WebSocket upgrade to it too
+ * (`sockets.ts`).
  *
  * @module
  */
@@ -11,7 +12,9 @@
 import type { ByteConn } from "../src/net/h1/connection.ts";
 import { DeadlineQueue } from "../src/net/deadlines.ts";
 import { serveHttp1 } from "../src/net/h1/server.ts";
-import type { Clock } from "../src/time/clock.ts";
+import { MAX_SOCKET_MESSAGE_BYTES } from "../src/limits.ts";
+import type { Clock, Random } from "../src/time/clock.ts";
+import { answerUpgrade } from "./sockets.ts";
 
 /** The largest request head read (as the cluster port's). */
 const MAX_HEAD_BYTES = 64 * 1024;
@@ -27,7 +30,7 @@ const IDLE_TIMEOUT_MS = 60_000;
  * @example
  * ```ts ignore
  * net.listen("a.sim:8080", endpoint, (conn) =>
- *   void serveConnection(conn, handler, "a.sim:8080", clock));
+ *   void serveConnection(conn, handler, "a.sim:8080", clock, random));
  * ```
  */
 export function serveConnection(
@@ -35,9 +38,16 @@ export function serveConnection(
   handler: (request: Request) => Promise<Response>,
   authority: string,
   clock: Clock,
+  random: Random,
 ): Promise<void> {
   return serveHttp1(conn, {
     handler,
+    upgrade: (request) =>
+      answerUpgrade(request, handler, {
+        clock,
+        random,
+        maxMessageBytes: MAX_SOCKET_MESSAGE_BYTES,
+      }),
     url: (host, target) => `http://${host ?? authority}${target}`,
     maxHeadBytes: MAX_HEAD_BYTES,
     maxBodyBytes: MAX_BODY_BYTES,

@@ -9,6 +9,7 @@
  */
 
 import { type ActorKey, actorKeyString } from "../src/actors/key.ts";
+import type { SocketEvent } from "../src/actors/protocol.ts";
 import { nodeKey } from "../src/bucket/keys.ts";
 import { REQUEST_TIMEOUT_MS } from "../src/bucket/bounds.ts";
 import { heartbeatFrees } from "../src/cluster/cluster_plane.ts";
@@ -51,6 +52,8 @@ export class Invariants {
    * Takes, by actor, that a known bug of the real code let through (sim/known.ts): the
    * generation they wrote and the bug.
    */
+  /** Per socket (process, actor, connection), the generation its last event ran at. */
+  readonly #socketGenerations = new Map<string, number>();
   readonly #suspectTakes = new Map<string, { generation: bigint; kind: string }[]>();
   /** Pairs of holds already reported as a known violation. */
   readonly #reported = new Set<string>();
@@ -421,6 +424,36 @@ export class Invariants {
         return;
       }
     }
+  }
+
+  /**
+   * A socket event goes to its actor: no socket is served by a node that
+   * does not hold its room. Once a socket's event ran at one generation of
+   * its node's hold, its next message runs only if no other process took
+   * the room in between (generations are taken one after another: any
+   * between the two is another hold); otherwise its node must have closed
+   * it with 1012. (A client's close is not the socket served on: the room
+   * hears it wherever it runs.)
+   */
+  socketEvent(proc: SimProcess, key: ActorKey, generation: number, socket: SocketEvent): void {
+    this.ctx.stats.socketEvents++;
+    const id = actorKeyString(key);
+    const socketId = `${proc.token} ${id} ${socket.connection}`;
+    const last = this.#socketGenerations.get(socketId);
+    // A client's close is told to the room wherever it runs now: the socket is not served on.
+    if (socket.kind === "close") return void this.#socketGenerations.delete(socketId);
+    this.#socketGenerations.set(socketId, generation);
+    if (last === undefined || generation <= last + 1) return;
+    const others = this.ctx.data.takersBetween(id, BigInt(last + 1), BigInt(generation - 1))
+      .filter((token) => token !== proc.token);
+    if (others.length === 0) return;
+    const names = others.map((token) => this.ctx.byToken.get(token)?.name ?? token);
+    this.ctx.fail(
+      "socket-after-move",
+      `${proc.name} runs the ${socket.kind} event of socket ${socket.connection} of ` +
+        `${short(key)} at gen ${generation}; its previous event ran at gen ${last}, and ` +
+        `${names.join(", ")} took the room in between: the socket should have closed with 1012`,
+    );
   }
 
   /**

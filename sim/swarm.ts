@@ -83,6 +83,12 @@ export interface Swarm {
   executors: number;
   /** `--db-idle-secs`, ms: an idle database is closed (its actor may stay resident). */
   databaseIdleMs: number;
+  /**
+   * WebSocket clients open at once (0: none), the rooms they open sockets to
+   * (actors of their own, which the clients' occasional reads through any
+   * node may take elsewhere), and the mean gap between a client's messages.
+   */
+  sockets: { clients: number; rooms: number; messageGapMs: number };
 }
 
 /** Counts of what happened. */
@@ -153,6 +159,16 @@ export interface Stats {
    * hold that had written nothing yet (docs/testing.md): counted, not failed.
    */
   lateOverUnwrittenHold: number;
+  /** Socket events sent to executors. */
+  socketEvents: number;
+  /** Sockets the clients opened, and upgrades refused. */
+  socketsOpened: number;
+  socketsRefused: number;
+  /** Messages the socket clients sent, and echoes they got back. */
+  socketMessagesSent: number;
+  socketEchoes: number;
+  /** How the clients' sockets closed, by code. */
+  socketCloses: Record<string, number>;
 }
 
 /** The outcome of one run. */
@@ -189,6 +205,7 @@ export const Stream = {
   Ops: 9,
   Peers: 10,
   Waits: 11,
+  Sockets: 12,
 } as const;
 
 /** The seed of one sub-stream of a run's seed. */
@@ -233,6 +250,12 @@ export function drawSwarm(r: Random, nodesOverride: number | undefined): Swarm {
     executors: r.next() < 0.5 ? 1 : 2,
     // Half the runs close idle databases soon, with their actors resident.
     databaseIdleMs: r.next() < 0.5 ? Math.round(1_000 + r.next() * 9_000) : 3_600_000,
+    // Drawn last, so that the settings drawn before sockets were simulated stay as they were.
+    sockets: {
+      clients: r.next() < 0.75 ? 1 + Math.floor(r.next() * 8) : 0,
+      rooms: 1 + Math.floor(r.next() * 3),
+      messageGapMs: 200 + r.next() * 20_000,
+    },
   };
 }
 
@@ -300,5 +323,11 @@ export function noStats(): Stats {
     powerLosses: 0,
     chainChecks: 0,
     lateOverUnwrittenHold: 0,
+    socketEvents: 0,
+    socketsOpened: 0,
+    socketsRefused: 0,
+    socketMessagesSent: 0,
+    socketEchoes: 0,
+    socketCloses: {},
   };
 }

@@ -48,6 +48,12 @@ export interface Variant {
    * make it forget.
    */
   holders?: "sticky";
+  /**
+   * The node never notices that a room with sockets moved (the node's
+   * `socketsIgnoreMoves`): its takes look as if they replaced nobody's
+   * record, and the read before a message says the room did not move.
+   */
+  socketsIgnoreMoves?: boolean;
   /** The invariants expected to catch it (any violation counts as caught). */
   caughtBy: string[];
   /**
@@ -84,6 +90,9 @@ export const VARIANTS: Record<string, Variant> = {
       "fenced-healthy-node",
       "two-holders",
       "event-while-other-holds",
+      // Seed 15 since socket clients joined the workload (issue 18): a node fenced early
+      // forwards to a holder that said "not held"; not seen with the real timings.
+      "stale-holder-trusted",
     ],
     // Since a fence frees a node's actors only once fenceAfterMs old on the
     // taker's clock (5ebd1cc), fewer early fences end in two holders:
@@ -200,5 +209,16 @@ export const VARIANTS: Record<string, Variant> = {
     answerTimeoutMs: 600_000,
     caughtBy: ["forward-past-bound", "request-past-bound"],
     bound: 15,
+  },
+  "sockets-ignore-moves": {
+    name: "sockets-ignore-moves",
+    description: "a node never notices that a room with sockets open there moved: neither " +
+      "the read of its record before a message nor its takes (whom each took the room " +
+      "from) tell it, so a room another node held meanwhile serves its old sockets on " +
+      "instead of closing them with 1012",
+    socketsIgnoreMoves: true,
+    caughtBy: ["socket-after-move"],
+    // 5 % of seeds 1-60 (7, 22, 44), the longest run without 22.
+    bound: 25,
   },
 };

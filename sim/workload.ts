@@ -13,7 +13,7 @@ import type { ActorKey } from "../src/actors/key.ts";
 import { NODE_HEADER } from "../src/http/client_handler.ts";
 import { between } from "./bucket.ts";
 import { describeError } from "../src/describe_error.ts";
-import { exp, type SimContext } from "./context.ts";
+import { exp, type SimActor, type SimContext } from "./context.ts";
 import { type Op, type OpKind, opTarget } from "./executor_host.ts";
 import { describeRecord, type Invariants } from "./invariants.ts";
 import type { SimNode, SimProcess } from "./processes.ts";
@@ -106,6 +106,11 @@ export class Workload {
     // A tenth of the clients give up on their request after a while.
     const patienceMs = c.next() < 0.1 ? between(c, 500, 40_000) : undefined;
     void this.#request(node, actor, this.#drawOp(), between(c, 0.2, 2), patienceMs);
+  }
+
+  /** A read of `actor` sent to `node` (a socket client's look at its room). */
+  readVia(node: SimNode, actor: SimActor): void {
+    void this.#request(node, actor, { kind: "read", id: ++this.#nextWriteId }, 1);
   }
 
   /** A client's request: a read, a plain or durable write, or a delete, as the seed's mix says. */

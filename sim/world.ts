@@ -52,6 +52,8 @@ import { RunDisk } from "./disk.ts";
 import { Faults } from "./faults.ts";
 import { type ActorObserver, opOf, simClass, SimExecutors } from "./executor_host.ts";
 import { serveConnection } from "./http_server.ts";
+import { simSocketUpgrade } from "./sockets.ts";
+import { SocketClients } from "./socket_clients.ts";
 import { Invariants } from "./invariants.ts";
 import { type LinkState, SimNetwork } from "./network.ts";
 import { SimNode, SimProcess } from "./processes.ts";
@@ -124,6 +126,7 @@ class World implements SimContext {
   readonly disk: RunDisk;
   readonly nodes: SimNode[] = [];
   readonly actors: SimActor[] = [];
+  readonly rooms: SimActor[] = [];
   readonly procs = new Set<SimProcess>();
   readonly byToken = new Map<string, SimProcess>();
   readonly byName = new Map<string, SimProcess>();
@@ -139,6 +142,7 @@ class World implements SimContext {
   readonly #failoverWaitMs: number;
   readonly #durationMs: number;
   readonly #quietAt: number;
+  readonly #socketClients: SocketClients;
 
   constructor(options: SimOptions) {
     this.options = options;
@@ -175,6 +179,12 @@ class World implements SimContext {
     this.#invariants = new Invariants(this, this.#weather);
     this.store.onApplied = (key, body, writer) => this.#invariants.applied(key, body, writer);
     this.#workload = new Workload(this, this.#invariants, this.#quietAt);
+    this.#socketClients = new SocketClients(
+      this,
+      (owner) => this.#network.connector({ owner, machine: "clients/0" }),
+      this.#quietAt + QUIET_MS / 2,
+      (node, room) => this.#workload.readVia(node, room),
+    );
     this.#faults = new Faults(this, this.#weather, {
       start: (node) => void this.#start(node),
       stop: (proc) => void this.#stop(proc),
@@ -300,11 +310,16 @@ class World implements SimContext {
       const key = { tenant: "default", class: CLASSES[i % CLASSES.length], name: `x${i}` };
       this.actors.push({ key, id: actorKeyString(key), short: short(key) });
     }
+    for (let i = 0; i < swarm.sockets.rooms; i++) {
+      const key = { tenant: "default", class: "room", name: `s${i}` };
+      this.rooms.push({ key, id: actorKeyString(key), short: short(key) });
+    }
     this.sched.after(exp(this.draws.chaos, swarm.chaosGapMs), () => this.#faults.step());
     this.sched.after(
       exp(this.draws.clients, 1000 / swarm.clientRate),
       () => this.#workload.clientStep(),
     );
+    this.#socketClients.start();
     this.sched.at(this.#quietAt, () => this.#faults.beginQuiet());
   }
 
@@ -379,9 +394,10 @@ class World implements SimContext {
       peek: (key) => this.store.shadow.get(key),
       broken: this.variant?.replication,
       // Each event as the pool sends it: the node's lease, and one holder.
-      onEvent: (actor, generation, request) => {
+      onEvent: (actor, generation, request, socket) => {
         this.#invariants.actorEvent(proc, actor, generation);
-        this.#workload.opRuns(proc, opOf(request).id);
+        if (socket) this.#invariants.socketEvent(proc, actor, generation, socket);
+        else this.#workload.opRuns(proc, opOf(request).id);
       },
     });
     const seams: NodeSeams = {
@@ -393,11 +409,12 @@ class World implements SimContext {
       connect: this.#network.connector({ owner: proc, machine: proc.machine }),
       fileLimit: 20_000,
       processToken: token,
+      upgradeSocket: simSocketUpgrade,
       listen: (handler) => {
         const stop = this.#network.listen(
           proc.authority,
           { owner: proc, machine: proc.machine },
-          (conn) => void serveConnection(conn, handler, proc.authority, clock),
+          (conn) => void serveConnection(conn, handler, proc.authority, clock, random),
         );
         proc.stopListening = stop;
         return {
@@ -412,6 +429,7 @@ class World implements SimContext {
         timing: this.variant?.timing,
         answerTimeoutMs: this.variant?.answerTimeoutMs,
         holders: this.variant?.holders === "sticky" ? () => new StickyHolders() : undefined,
+        socketsIgnoreMoves: this.variant?.socketsIgnoreMoves,
         // The broken variant: an actor is free once its holder is not live in this view.
         takeRule: this.variant?.takeRule === "not-live"
           ? (plane) => (record) => !plane.membership.isLive(record.node)
@@ -492,10 +510,10 @@ class World implements SimContext {
       },
     });
     const dispatch = host.dispatch.bind(host);
-    host.dispatch = async (key, request) => {
+    host.dispatch = async (key, ...rest) => {
       const span = proc.dispatchStarts(actorKeyString(key), this.sched.now);
       try {
-        return await dispatch(key, request);
+        return await dispatch(key, ...rest);
       } finally {
         span.end = this.sched.now;
       }

@@ -131,9 +131,15 @@ export class ActorHost {
    * Runs `request` on the actor after the events before it (a WebSocket
    * event when `socket` is set: `request` is then its upgrade request, or
    * empty). Answers 503 at once when the actor's queue or the resident set
-   * is full.
+   * is full. `stillWanted`, asked as the event is sent (after any take),
+   * can call it off then: it is answered 409 unsent.
    */
-  dispatch(key: ActorKey, request: ActorRequest, socket?: SocketEvent): Promise<EventOutcome> {
+  dispatch(
+    key: ActorKey,
+    request: ActorRequest,
+    socket?: SocketEvent,
+    stillWanted?: () => boolean,
+  ): Promise<EventOutcome> {
     const id = actorKeyString(key);
     let state = this.#actors.get(id);
     if (state) {
@@ -191,6 +197,9 @@ export class ActorHost {
           status: 503,
           message: "this node gave the actor up (its lease is not valid); retry",
         });
+      }
+      if (stillWanted && !stillWanted()) {
+        return Promise.resolve({ kind: "failed", status: 409, message: "called off unsent" });
       }
       return this.#pool.run(
         actor.executor,

@@ -117,6 +117,12 @@ export interface Hold {
   readonly etag: string;
   /** The `at` the take wrote, in ms since the epoch. */
   readonly takenAt: number;
+  /**
+   * Whose record the take replaced (the hold of the generation before), or
+   * undefined for the actor's first take: a node with sockets of the actor
+   * open learns from it whether another process held it since its own hold.
+   */
+  readonly previous?: { readonly node: string; readonly process: string };
 }
 
 /**
@@ -517,7 +523,8 @@ export class OwnershipRecords {
           { ...conditions, signal, beforeAttempt },
           this.#clock,
         );
-        return { actor, generation, etag, takenAt: at };
+        const previous = record && { node: record.node, process: record.process };
+        return { actor, generation, etag, takenAt: at, ...(previous ? { previous } : {}) };
       } catch (e) {
         if (!(e instanceof PreconditionFailed)) throw e;
         // Another writer landed between our read and our write: decide again on what it wrote.

@@ -34,7 +34,7 @@ import {
 } from "../limits.ts";
 import { MetricsRegistry } from "../metrics/registry.ts";
 import { NodeCounters } from "../metrics/node_counters.ts";
-import { OwnershipRecords } from "../cluster/ownership.ts";
+import { type Hold, OwnershipRecords } from "../cluster/ownership.ts";
 import { ClusterPlane } from "../cluster/cluster_plane.ts";
 import type { HolderMemory } from "../cluster/routing/holders.ts";
 import { RequestRouting } from "../cluster/routing/request_routing.ts";
@@ -58,7 +58,7 @@ import {
 import type { ClientListen, ClientListener } from "./listen.ts";
 import { ActorSockets } from "../websockets/actor_sockets.ts";
 import { movedSince } from "../websockets/owner_sweep.ts";
-import { relayedSocketAcceptor, socketOpener } from "../websockets/upgrade.ts";
+import { relayedSocketAcceptor, socketOpener, type SocketUpgrade } from "../websockets/upgrade.ts";
 import type { UpgradeAnswer } from "../net/h1/server.ts";
 
 /** What a node is built from besides its options: its seams. */
@@ -73,6 +73,11 @@ export interface NodeSeams {
   launcher?: ExecutorLauncher;
   /** Plain connections to peers; by default TCP. */
   connect?: Connect;
+  /**
+   * Switches a client's upgrade to a WebSocket; by default
+   * `Deno.upgradeWebSocket` (the simulator's client port is not `Deno.serve`).
+   */
+  upgradeSocket?: SocketUpgrade;
   /** The cluster listener's certificate and key (with `cluster.listener`). */
   identity?: NodeIdentity;
   /** The open-file limit the node's bounds are cut to; by default the process's. */
@@ -92,6 +97,12 @@ export interface NodeSeams {
     answerTimeoutMs?: number;
     /** Another memory of holders than {@linkcode HolderMemory}. */
     holders?: () => HolderMemory;
+    /**
+     * The node never notices that a room with sockets here moved: its takes
+     * are told to the sockets as if each replaced nobody's record, and the
+     * read before a message says it did not move.
+     */
+    socketsIgnoreMoves?: boolean;
   };
 }
 
@@ -277,6 +288,8 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     ? (seams.planted?.takeRule ?? freedByHeartbeat)(plane)
     : takenFromAnyId(log);
 
+  const ignoreMoves = seams.planted?.socketsIgnoreMoves === true;
+  const tookAs = (hold: Hold): Hold => ignoreMoves ? { ...hold, previous: undefined } : hold;
   const pool = new ExecutorPool({
     size: options.executors,
     dataDir,
@@ -298,7 +311,13 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
   });
   const host = new ActorHost(
     pool,
-    ownershipHolds(ownership, takeRule, leaseValid),
+    // Every take is told to the actor's sockets here (a take from another process is a move).
+    ownershipHolds(
+      ownership,
+      takeRule,
+      leaseValid,
+      (hold) => sockets.took(hold.actor, tookAs(hold)),
+    ),
     {
       maxQueuedEvents: options.maxQueuedEvents,
       maxResidentActors: options.maxResidentActors,
@@ -335,7 +354,9 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
   });
   // Socket events go to the host directly, in arrival order: the socket is on this node.
   const sockets = new ActorSockets({
-    dispatch: (key, request, socket) => host.dispatch(key, request, socket),
+    dispatch: (key, request, socket, stillWanted) =>
+      host.dispatch(key, request, socket, stillWanted),
+    processToken,
     log,
     clock,
     // A wake of a room whose record names another node: that node ran its
@@ -353,7 +374,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
   const movedAway = async (key: ActorKey): Promise<boolean> => {
     const last = sockets.lastHeld(key);
     if (host.holds(key) || last === undefined) return false;
-    return movedSince(await ownership.read(key), options.nodeId, last);
+    return !ignoreMoves && movedSince(await ownership.read(key), options.nodeId, last);
   };
   metrics.gauge(
     "wasmkeep_websockets",
@@ -374,6 +395,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
   const openSocket = socketOpener({
     sockets,
     clock,
+    upgrade: seams.upgradeSocket,
     route: routeSocket,
     keep: plane && ((...args) => routing.keepUntilTaken(...args)),
     relaying: plane && {

@@ -233,8 +233,8 @@ export class WasmKeepNode {
     });
     await this.#readClusterSecret();
     this.#ownerSweepTimer = clock.setTimer(OWNER_SWEEP_MS, () => void this.#sweepOwners());
+    this.#sweepTrust();
     if (this.#clusterListener) {
-      this.#sweepTrust();
       // Peers list the heartbeats once a period: by then each has seen the
       // new fingerprint and lets this node in.
       readiness.set("publishing this node's certificate fingerprint to its peers");
@@ -323,20 +323,26 @@ export class WasmKeepNode {
 
   /**
    * Every {@linkcode TRUST_SWEEP_MS}: peers whose heartbeat was fenced,
-   * released, removed, names a new key or expired lose their connections.
+   * released, removed, names a new key or expired lose their connections,
+   * and the relays to them are cut (those sent plain, to a peer without a
+   * listener, once the heartbeat in view is no longer live: a node gone
+   * silent leaves no connection to end them; one out of view for a round is
+   * kept, since its relays' connections end with it anyway).
    */
   #sweepTrust(): void {
-    const listener = this.#clusterListener;
-    if (!listener || this.#stopping) return;
+    const plane = this.#parts.plane;
+    if (!plane || this.#stopping) return;
     this.#trustCache.at = -Infinity;
-    const closed = listener.revoke();
+    const closed = this.#clusterListener?.revoke() ?? 0;
     if (closed > 0) {
       this.#parts.log.info("closed connections of peers no longer trusted", { closed });
     }
-    // The relays this node sends on to peers over their cluster listeners, likewise.
     const trusted = this.#trusted();
     const cut = this.#parts.relays.revoke((peer) =>
-      peer.fingerprint === undefined || trusted.has(peer.fingerprint)
+      peer.fingerprint === undefined
+        ? plane.membership.peer(peer.node)?.heartbeat === undefined ||
+          plane.membership.isLive(peer.node)
+        : trusted.has(peer.fingerprint)
     );
     if (cut > 0) this.#parts.log.info("cut relays to peers no longer trusted", { cut });
     this.#revokeTimer = this.#parts.clock.setTimer(TRUST_SWEEP_MS, () => this.#sweepTrust());

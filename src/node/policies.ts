@@ -111,10 +111,18 @@ export function ownershipHolds(
   ownership: OwnershipRecords,
   rule: TakeRule,
   mayWrite: () => boolean,
+  onTake?: (hold: Hold) => void,
 ): ActorHolds<Hold> {
   return {
-    take: (actor) =>
-      ownership.take(actor, { canTakeFrom: (record) => rule(record, actor), mayWrite }),
+    take: async (actor) => {
+      const hold = await ownership.take(actor, {
+        canTakeFrom: (record) => rule(record, actor),
+        mayWrite,
+      });
+      // Before any event is sent under the hold.
+      onTake?.(hold);
+      return hold;
+    },
     takeFailure,
     release: (hold) => ownership.release(hold),
     stillHolds: (hold) => ownership.stillHolds(hold),

@@ -14,11 +14,16 @@
  * - an `open` or `message` event that could not run at all (the actor's
  *   queue full, its node not ready) closes the socket with 1013 (try again
  *   later), so that no message is lost unannounced;
- * - a message for an actor another node took meanwhile (its record names
- *   that node, asked before the event runs when this node does not hold the
- *   actor), or an event refused because another node holds it, closes the
- *   actor's sockets with 1012 (the actor moved), and no `close` event runs
- *   for them here.
+ * - a message for an actor another node took meanwhile closes the actor's
+ *   sockets with 1012 (the actor moved), and no `close` event runs for them
+ *   here. Three things tell: its record names another node, asked before
+ *   the event runs when this node does not hold the actor (a read, which
+ *   spares a take when it says so); an event refused because another node
+ *   holds it; and, exactly, every take of the actor by this node while its
+ *   sockets are open ({@linkcode ActorSockets.took}): one that replaced
+ *   another process's record means that process held the actor since, so
+ *   the sockets that had an event here close before any event is sent
+ *   under the new hold.
  *
  * Bounds: sockets per actor and per node (each an open file), a message's
  * size either way (`--max-socket-message-bytes`, by default
@@ -80,8 +85,18 @@ export const CLOSE = {
 
 /** What {@linkcode ActorSockets} works with. */
 export interface ActorSocketsOptions {
-  /** Runs a socket event on its actor, queued with its requests. */
-  dispatch(key: ActorKey, request: ActorRequest, socket: SocketEvent): Promise<EventOutcome>;
+  /**
+   * Runs a socket event on its actor, queued with its requests;
+   * `stillWanted`, asked as it is sent (after any take), calls it off.
+   */
+  dispatch(
+    key: ActorKey,
+    request: ActorRequest,
+    socket: SocketEvent,
+    stillWanted?: () => boolean,
+  ): Promise<EventOutcome>;
+  /** This process's token in the ownership records: a take from another process is a move. */
+  processToken?: string;
   log: Logger;
   /** Starts the connection ids. */
   clock: Clock;
@@ -115,6 +130,8 @@ interface OpenSocket {
   socket: SocketLike;
   /** Closed by the actor or the node: its client's close is no event. */
   closedHere: boolean;
+  /** An event of it was sent to the actor here: a move since closes it. */
+  served: boolean;
   /** Resolves when the socket closed (the client answered the close, or the connection ended). */
   ended: Promise<void>;
   end: () => void;
@@ -190,7 +207,16 @@ export class ActorSockets {
     const id = this.#nextId++;
     const actorId = actorKeyString(key);
     const { promise: ended, resolve: end } = Promise.withResolvers<void>();
-    const entry: OpenSocket = { id, key, actorId, socket, closedHere: false, ended, end };
+    const entry: OpenSocket = {
+      id,
+      key,
+      actorId,
+      socket,
+      closedHere: false,
+      served: false,
+      ended,
+      end,
+    };
     let sockets = this.#byActor.get(actorId);
     if (!sockets) this.#byActor.set(actorId, sockets = new Map());
     sockets.set(id, entry);
@@ -236,6 +262,32 @@ export class ActorSockets {
   /** The actors with sockets open here, each once. */
   actors(): ActorKey[] {
     return [...this.#byActor.values()].map((sockets) => sockets.values().next().value!.key);
+  }
+
+  /**
+   * This node took `key` at `hold.generation` (before any event is sent
+   * under the hold). A take that replaced another process's record means
+   * that process held the actor since this node's last hold: the sockets
+   * that had an event here close with 1012, with no `close` event, and no
+   * event of theirs is sent; sockets not served yet (their `open` waits for
+   * this take) stay.
+   */
+  took(
+    key: ActorKey,
+    hold: { generation: bigint; previous?: { process: string } },
+  ): void {
+    const id = actorKeyString(key);
+    const sockets = this.#byActor.get(id);
+    if (!sockets) return;
+    const previous = hold.previous;
+    if (previous !== undefined && previous.process !== this.#o.processToken) {
+      for (const entry of [...sockets.values()]) {
+        if (entry.served) {
+          this.#closeHere(entry, CLOSE.serviceRestart, "the actor moved to another node");
+        }
+      }
+    }
+    if (this.#byActor.has(id)) this.#lastHeld.set(id, hold.generation);
   }
 
   /**
@@ -355,7 +407,15 @@ export class ActorSockets {
   }
 
   #dispatch(entry: OpenSocket, request: ActorRequest, socket: SocketEvent): void {
-    this.#o.dispatch(entry.key, request, socket).then((outcome) => {
+    // A client's close is the actor's to hear wherever it runs now; an open
+    // or a message only while its socket is still served here.
+    const stillWanted = socket.kind === "close" ? undefined : () => {
+      if (this.#byActor.get(entry.actorId)?.get(entry.id) !== entry) return false;
+      entry.served = true;
+      return true;
+    };
+    this.#o.dispatch(entry.key, request, socket, stillWanted).then((outcome) => {
+      if (outcome.kind === "failed" && outcome.status === 409) return; // Called off: closed here.
       if (outcome.kind !== "failed") {
         const generation = this.#o.heldGeneration?.(entry.key);
         if (generation !== undefined && this.#byActor.has(entry.actorId)) {

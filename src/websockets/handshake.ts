@@ -8,6 +8,8 @@
  * @module
  */
 
+import { createHash } from "node:crypto";
+
 /** A `sec-websocket-key`: 16 bytes in base64, 24 characters with its padding. */
 const KEY = /^[A-Za-z0-9+/]{22}==$/;
 
@@ -47,17 +49,15 @@ export function handshakeProblem(request: Request): string | undefined {
 
 /**
  * The `sec-websocket-accept` that answers `key` (RFC 6455, section 4.2.2).
+ * Computed at once, not by `crypto.subtle`, whose answer comes from another
+ * thread: the simulator's runs must not depend on when it arrives.
  *
  * @example
  * ```ts
  * import { acceptKeyOf } from "./handshake.ts";
- * await acceptKeyOf("dGhlIHNhbXBsZSBub25jZQ=="); // "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+ * acceptKeyOf("dGhlIHNhbXBsZSBub25jZQ=="); // "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
  * ```
  */
-export async function acceptKeyOf(key: string): Promise<string> {
-  const digest = await crypto.subtle.digest(
-    "SHA-1",
-    new TextEncoder().encode(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"),
-  );
-  return btoa(String.fromCharCode(...new Uint8Array(digest)));
+export function acceptKeyOf(key: string): string {
+  return createHash("sha1").update(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest("base64");
 }

@@ -23,7 +23,7 @@ import type { ActorKey } from "../actors/key.ts";
 import type { ActorRequest } from "../actors/protocol.ts";
 import type { RelayPeer } from "../cluster/relays.ts";
 import type { PeerForwarding } from "../cluster/routing/peer_forwarding.ts";
-import type { RequestRouting } from "../cluster/routing/request_routing.ts";
+import { lookupFailure, type RequestRouting } from "../cluster/routing/request_routing.ts";
 import type { Route } from "../cluster/routing/router.ts";
 import { actorTarget, textResponse } from "../http/client_handler.ts";
 import { FORWARDED_BY_HEADER } from "../http/forward.ts";
@@ -32,7 +32,7 @@ import type { Clock, Random } from "../time/clock.ts";
 import { type ActorSockets, bufferedBytesFor } from "./actor_sockets.ts";
 import { acceptKeyOf, handshakeProblem } from "./handshake.ts";
 import { relaySockets } from "./socket_relay.ts";
-import { webSocketOf } from "./socket_like.ts";
+import { type SocketLike, webSocketOf } from "./socket_like.ts";
 import { WireSocket } from "./wire_socket.ts";
 
 /**
@@ -41,6 +41,31 @@ import { WireSocket } from "./wire_socket.ts";
  * detected, `Deno.upgradeWebSocket`'s `idleTimeout`).
  */
 export const SOCKET_IDLE_TIMEOUT_SECS = 30;
+
+/**
+ * Switches a client's upgrade request to a WebSocket: the socket, and the
+ * answer that opens it (the 101). By default `Deno.upgradeWebSocket`
+ * ({@linkcode denoSocketUpgrade}); the simulator's client port has its own.
+ */
+export type SocketUpgrade = (request: Request) => { socket: SocketLike; response: Response };
+
+/**
+ * The upgrade of a request `Deno.serve` gave: `Deno.upgradeWebSocket`, with
+ * the idle pings of {@linkcode SOCKET_IDLE_TIMEOUT_SECS}.
+ *
+ * @example
+ * ```ts ignore
+ * const { socket, response } = denoSocketUpgrade(clock)(request);
+ * ```
+ */
+export function denoSocketUpgrade(clock: Clock): SocketUpgrade {
+  return (request) => {
+    const { socket, response } = Deno.upgradeWebSocket(request, {
+      idleTimeout: SOCKET_IDLE_TIMEOUT_SECS,
+    });
+    return { socket: webSocketOf(socket, clock), response };
+  };
+}
 
 /** How a node sends upgrades on to the owners of their actors. */
 export interface SocketRelaying {
@@ -63,6 +88,8 @@ export interface SocketOpenerOptions {
   sockets: ActorSockets;
   /** Times the drop of a client that does not answer a close. */
   clock: Clock;
+  /** Default {@linkcode denoSocketUpgrade}. */
+  upgrade?: SocketUpgrade;
   /**
    * Where a request for the actor goes (`fresh`: from its record, not the
    * holder remembered); unset on a standalone node (always here).
@@ -99,13 +126,19 @@ export type Place = () => void;
 export function socketOpener(
   options: SocketOpenerOptions,
 ): (key: ActorKey, request: Request, upgrade: ActorRequest, place?: Place) => Promise<Response> {
-  const { sockets, route, relaying, keep, clock } = options;
+  const { sockets, route, relaying, keep } = options;
+  const switchToSocket = options.upgrade ?? denoSocketUpgrade(options.clock);
+  /** The answers that opened a socket (whatever their status says). */
+  const opened = new WeakSet<Response>();
+  /** The client's socket, its place given back when it ends. */
+  const switched = (request: Request, place: Place) => {
+    const { socket, response } = switchToSocket(request);
+    opened.add(response);
+    return { socket: endsWith(socket, place), response };
+  };
   const here = (key: ActorKey, request: Request, upgrade: ActorRequest, place: Place) => {
-    const { socket, response } = Deno.upgradeWebSocket(request, {
-      idleTimeout: SOCKET_IDLE_TIMEOUT_SECS,
-    });
-    socket.addEventListener("close", place, { once: true });
-    sockets.accept(key, upgrade, webSocketOf(socket, clock));
+    const { socket, response } = switched(request, place);
+    sockets.accept(key, upgrade, socket);
     return response;
   };
   const there = (
@@ -116,13 +149,35 @@ export function socketOpener(
     place: Place,
   ) =>
     relaying
-      ? relayTo(relaying, sockets.maxMessageBytes, where, key, request, upgrade, place)
+      ? relayTo(
+        relaying,
+        sockets.maxMessageBytes,
+        where,
+        key,
+        upgrade,
+        () => switched(request, place),
+      )
       : Promise.resolve(refuse(503, `the actor is held by node ${where.node}; retry`));
+  /** The route, or the answer to a record that could not be read, as a request gets it. */
+  const routeOrAnswer = async (
+    key: ActorKey,
+    forwarded: boolean,
+    fresh?: boolean,
+  ): Promise<Route | Response> => {
+    if (!route) return { kind: "local" };
+    try {
+      return await route(key, forwarded, fresh);
+    } catch (error) {
+      const { status, message } = lookupFailure(error);
+      return refuse(status, message);
+    }
+  };
   const open = async (key: ActorKey, request: Request, upgrade: ActorRequest, place: Place) => {
     const refusal = sockets.refusal(key);
     if (refusal) return refuse(503, refusal);
     const forwarded = request.headers.has(FORWARDED_BY_HEADER);
-    const where = route ? await route(key, forwarded) : { kind: "local" as const };
+    const where = await routeOrAnswer(key, forwarded);
+    if (where instanceof Response) return where;
     switch (where.kind) {
       case "local":
         return here(key, request, upgrade, place);
@@ -131,7 +186,8 @@ export function socketOpener(
         if (sent !== UNSENT) return sent;
         // A remembered holder that could not be reached read nothing (it may
         // have just stopped): routed again from the record, once.
-        const fresh = await route!(key, forwarded, true);
+        const fresh = await routeOrAnswer(key, forwarded, true);
+        if (fresh instanceof Response) return fresh;
         if (fresh.kind === "local") return here(key, request, upgrade, place);
         if (fresh.kind === "forward" && fresh.node !== where.node) {
           const again = await there(fresh, key, request, upgrade, place);
@@ -167,8 +223,31 @@ export function socketOpener(
       throw error;
     }
     // Refused: the place is free at once; opened, it is the socket's until it ends.
-    if (response.status !== 101) place();
+    if (!opened.has(response)) place();
     return response;
+  };
+}
+
+/** `socket`, calling `ended` once when it closed. */
+function endsWith(socket: SocketLike, ended: () => void): SocketLike {
+  return {
+    get open() {
+      return socket.open;
+    },
+    get bufferedAmount() {
+      return socket.bufferedAmount;
+    },
+    send: (message) => socket.send(message),
+    close: (code, reason) => socket.close(code, reason),
+    listen: (handlers) =>
+      socket.listen({
+        open: () => handlers.open(),
+        message: (message) => handlers.message(message),
+        close: (code, reason) => {
+          ended();
+          handlers.close(code, reason);
+        },
+      }),
   };
 }
 
@@ -185,14 +264,21 @@ async function relayTo(
   maxMessageBytes: number,
   where: { node: string; address: string; remembered?: boolean },
   key: ActorKey,
-  request: Request,
   upgrade: ActorRequest,
-  place: Place,
+  switched: () => { socket: SocketLike; response: Response },
 ): Promise<Response | typeof UNSENT> {
   if (relaying.relays.full) return refuse(503, "this node relays its maximum of sockets; retry");
   const up = await relaying.upgrade(where.address, where.node, key, upgrade);
   if (up.kind === "failed" && up.unsent && where.remembered) return UNSENT;
   if (up.kind === "failed") return refuse(up.status, up.message);
+  let client: ReturnType<typeof switched>;
+  try {
+    client = switched();
+  } catch (error) {
+    // The client is gone (it gave up while the upgrade was relayed): so is the owner's side.
+    up.conn.close();
+    throw error;
+  }
   const owner = new WireSocket(up.conn, {
     role: "client",
     maxMessageBytes,
@@ -200,16 +286,17 @@ async function relayTo(
     random: relaying.random,
     leftover: up.leftover,
   });
-  const { socket, response } = Deno.upgradeWebSocket(request, {
-    idleTimeout: SOCKET_IDLE_TIMEOUT_SECS,
-  });
-  const relay = relaySockets(webSocketOf(socket, relaying.clock), owner, {
+  const { socket, response } = client;
+  const relay = relaySockets(socket, owner, {
     clock: relaying.clock,
     maxBufferedBytes: bufferedBytesFor(maxMessageBytes),
   });
-  relay.ended.then(place);
   relaying.relayed?.();
-  const peer = { node: where.node, fingerprint: relaying.fingerprintOf(where.node) };
+  // Over TLS, the certificate the relay trusts; sent plain, none (cut when the owner is not live).
+  const fingerprint = where.address.startsWith("https:")
+    ? relaying.fingerprintOf(where.node)
+    : undefined;
+  const peer = { node: where.node, fingerprint };
   if (!relaying.relays.hold(peer, relay.ended, (error) => relay.cut(error.message))) {
     relay.cut("this node relays its maximum of sockets");
   }
@@ -259,14 +346,20 @@ export function relayedSocketAcceptor(
     const key = { tenant, class: target.className, name: target.name };
     const refusal = sockets.refusal(key);
     if (refusal) return { kind: "refuse", response: refuse(503, refusal) };
-    const where = await route(key, true);
+    let where: Route;
+    try {
+      where = await route(key, true);
+    } catch (error) {
+      const { status, message } = lookupFailure(error);
+      return { kind: "refuse", response: refuse(status, message) };
+    }
     if (where.kind !== "local") {
       const line = where.kind === "unavailable"
         ? where.message
         : "this node does not hold the actor; retry";
       return { kind: "refuse", response: refuse(503, line) };
     }
-    const accept = await acceptKeyOf(request.headers.get("sec-websocket-key")!.trim());
+    const accept = acceptKeyOf(request.headers.get("sec-websocket-key")!.trim());
     const upgrade: ActorRequest = {
       method: "GET",
       path: target.rest,

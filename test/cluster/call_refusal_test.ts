@@ -1,8 +1,9 @@
 /**
- * An actors.call a peer refused at the TLS handshake (the connection ended
- * before a byte of answer) is sent once more after this node's next
- * heartbeat landed and two periods passed; refused again, it fails with
- * "refused this node's certificate". Anything else is never sent again.
+ * An actors.call or a relayed WebSocket upgrade a peer refused at the TLS
+ * handshake (the connection ended before a byte of answer) is sent once
+ * more after this node's next heartbeat landed and two periods passed;
+ * refused again, the call fails with "refused this node's certificate" and
+ * the upgrade with a 503 to retry. Anything else is never sent again.
  */
 
 import assert from "node:assert/strict";
@@ -14,33 +15,44 @@ import { OwnershipRecords } from "../../src/cluster/ownership.ts";
 import type { ByteConn } from "../../src/http/forward.ts";
 import { createLogger } from "../../src/log.ts";
 import { systemClock } from "../../src/time/clock.ts";
+import { acceptKeyOf } from "../../src/websockets/handshake.ts";
 
 const TTL_MS = 3000;
 const timing = leaseTiming(TTL_MS);
 
+/** What a fake peer answers a request (`undefined`: it ends the connection, a refused handshake). */
+type FakeAnswer = string | ((request: string) => Promise<string>) | undefined;
+
 /** A connection the peer ends at once (a refused handshake), or one that answers `answer`. */
-function fakeConn(answer: string | undefined, written: string[]): ByteConn {
+function fakeConn(answer: FakeAnswer, written: string[]): ByteConn {
   let sent = false;
-  let pending = answer === undefined ? undefined : new TextEncoder().encode(answer);
+  let pending: Uint8Array | undefined;
+  let answering: Promise<void> = Promise.resolve();
   return {
     write(p) {
-      written.push(new TextDecoder().decode(p));
+      const request = new TextDecoder().decode(p);
+      written.push(request);
       sent = true;
+      if (typeof answer === "string") pending = new TextEncoder().encode(answer);
+      else if (answer) {
+        answering = answer(request).then((text) => void (pending = new TextEncoder().encode(text)));
+      }
       return Promise.resolve(p.length);
     },
-    read(p) {
-      if (!pending || !sent) return Promise.resolve(null);
+    async read(p) {
+      await answering;
+      if (!pending || !sent) return null;
       const n = Math.min(p.length, pending.length);
       p.set(pending.subarray(0, n));
       pending = pending.subarray(n);
       if (pending.length === 0) pending = undefined;
-      return Promise.resolve(n);
+      return n;
     },
     close() {},
   };
 }
 
-async function planeWith(answers: (string | undefined)[], written: string[]) {
+async function planeWith(answers: FakeAnswer[], written: string[]) {
   const bucket = new MemoryBucket();
   const log = createLogger({ level: "error" });
   // The peer b, live, with a cluster listener.
@@ -156,6 +168,62 @@ Deno.test("call refusal: a call whose connection failed after an answer began is
     );
     assert.equal(outcome.kind, "not-run");
     assert.match((outcome as { error: string }).error, /did not answer; retry/);
+    assert.equal(connects(), 1);
+  } finally {
+    await plane.stop();
+  }
+});
+
+/** The owner's 101 to the upgrade it was sent, accepting its key. */
+function switching(request: string): Promise<string> {
+  const key = request.match(/^sec-websocket-key: *(.+)\r$/im)![1].trim();
+  return Promise.resolve(
+    "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: websocket\r\n" +
+      `sec-websocket-accept: ${acceptKeyOf(key)}\r\n\r\n`,
+  );
+}
+
+Deno.test("upgrade refusal: a relayed upgrade refused at the handshake is sent once more after this node's next heartbeat and two periods, the client waiting, and switches", async () => {
+  const written: string[] = [];
+  const { plane, connects } = await planeWith([undefined, switching], written);
+  try {
+    const started = performance.now();
+    const up = await plane.peers.upgrade("https://127.0.0.1:2", "b", actor, request);
+    const waited = performance.now() - started;
+    assert.equal(up.kind, "switched");
+    (up as { conn: ByteConn }).conn.close();
+    assert.equal(connects(), 2);
+    assert.ok(written.every((w) => /^GET \/actor\/testbed\/x\/rows HTTP\/1.1/.test(w)));
+    assert.ok(waited >= 2 * timing.periodMs, `waited ${waited} ms`);
+    assert.ok(waited <= 4 * timing.periodMs + 500, `waited ${waited} ms`);
+  } finally {
+    await plane.stop();
+  }
+});
+
+Deno.test("upgrade refusal: refused twice, the relayed upgrade is a 503 to retry, not sent a third time", async () => {
+  const written: string[] = [];
+  const { plane, connects } = await planeWith([undefined, undefined, switching], written);
+  try {
+    const up = await plane.peers.upgrade("https://127.0.0.1:2", "b", actor, request);
+    assert.deepEqual(up, {
+      kind: "failed",
+      status: 503,
+      message: "node b refused this node's certificate; retry",
+    });
+    assert.equal(connects(), 2);
+  } finally {
+    await plane.stop();
+  }
+});
+
+Deno.test("upgrade refusal: an upgrade whose connection failed after its answer began is a 503 at once, never sent again", async () => {
+  const written: string[] = [];
+  const { plane, connects } = await planeWith(["HTTP/1.1 101 Swi"], written);
+  try {
+    const up = await plane.peers.upgrade("https://127.0.0.1:2", "b", actor, request);
+    assert.equal(up.kind, "failed");
+    assert.equal((up as { status: number }).status, 503);
     assert.equal(connects(), 1);
   } finally {
     await plane.stop();

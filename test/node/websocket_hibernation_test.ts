@@ -113,3 +113,33 @@ Deno.test("websockets: a socket that only listens is closed with 1012 by its nod
     assert.match(a.logs(), /closed the sockets of actors another node took/);
     assert.equal(a.logs().includes("websocket close"), false);
   }));
+
+Deno.test("websockets: a room that went to another node and came back by a request closes its old sockets with 1012 at that take, before they are served again", () =>
+  withIdlePair(async (a, b, record) => {
+    const socket = await openSocket(`${a.url.replace(/^http/, "ws")}/actor/testbed/room`);
+    socket.socket.send("insert");
+    assert.equal(await socket.next(), "inserted");
+    await until("the room's hibernation on a", async () => (await record())?.state === "released");
+    // b takes the room for a request, and lets it go.
+    const onB = await fetch(`${b.url}/actor/testbed/room/rows`);
+    assert.equal(onB.headers.get("x-wasmkeep-node"), "b");
+    await onB.body?.cancel();
+    await until("the room's hibernation on b", async () => {
+      const now = await record();
+      return now?.node === "b" && now.state === "released";
+    });
+    // A request through a takes it back on a, from b's record: a's socket is stale now.
+    const back = await fetch(`${a.url}/actor/testbed/room/rows`);
+    assert.equal(back.headers.get("x-wasmkeep-node"), "a");
+    await back.body?.cancel();
+    assert.equal((await record())?.node, "a");
+    // At the take itself: no message of the socket is needed (nor the minute's sweep).
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error("the socket stayed open after the take")), 5_000);
+    });
+    const closed = await Promise.race([socket.closed, late]).finally(() => clearTimeout(timer));
+    assert.equal(closed.code, 1012);
+    assert.equal(closed.reason, "the actor moved to another node");
+    assert.equal(a.logs().includes("websocket close"), false);
+  }));

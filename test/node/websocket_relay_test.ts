@@ -78,7 +78,7 @@ Deno.test("relayed websockets over mutual TLS: a client on another node shares t
   }
 });
 
-Deno.test("relayed websockets in plain accept mode: through the owner's client port; a refused upgrade comes back as the owner's answer", async () => {
+Deno.test("relayed websockets in plain accept mode: through the owner's client port, and cut with 1012 once the owner's heartbeat is no longer live", async () => {
   const dir = await scratchDir("wk-wsr-");
   const bucketUrl = `file://${dir}/bucket`;
   try {
@@ -94,6 +94,27 @@ Deno.test("relayed websockets in plain accept mode: through the owner's client p
       assert.equal((await text(`${a.url}/actor/testbed/room/ws`)).body, "1");
       far.socket.send("close");
       assert.equal((await far.closed).code, 4000, "the actor's close code comes through b");
+
+      // The owner freezes: its connection to b stays open, silent. b cuts the
+      // relay once a's heartbeat is no longer live (ttl 3 s and the skew after
+      // its last write), not never.
+      const silent = await openSocket(`${wsOf(b.url)}/actor/testbed/room`);
+      silent.socket.send("count");
+      assert.equal(await silent.next(), "1");
+      const frozenAt = performance.now();
+      a.signalTree("SIGSTOP");
+      try {
+        const cut = await silent.closed;
+        const afterMs = cut.at - frozenAt;
+        console.log(`the plain relay was cut ${Math.round(afterMs)} ms after its owner froze`);
+        assert.equal(cut.code, 1012);
+        // a's last heartbeat was at most a period (0.9 s) old at the freeze; b sees it
+        // stale at the ttl (3 s) after it, and cuts at its next sweep.
+        assert.ok(afterMs > 1_500 && afterMs < 8_000, `cut ${afterMs} ms after the freeze`);
+        assert.match(b.logs(), /cut relays to peers no longer trusted/);
+      } finally {
+        a.signalTree("SIGCONT");
+      }
     } finally {
       await Promise.all([a.stop(), b.stop()]);
     }

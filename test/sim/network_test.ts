@@ -12,6 +12,7 @@ import type { ByteConn } from "../../src/http/forward.ts";
 import { Forwarder } from "../../src/http/forward.ts";
 import type { Clock, Timer } from "../../src/time/clock.ts";
 import { pending } from "../helpers/pending.ts";
+import { seededRandom } from "../../src/bucket/random.ts";
 
 class Proc implements Owner {
   dead = false;
@@ -156,6 +157,7 @@ Deno.test("sim network: the real forwarder reaches a handler through the simulat
         },
         "b.sim:8080",
         clockOf(sched, b),
+        seededRandom(1),
       ),
   );
   const forwarder = new Forwarder({

@@ -13,31 +13,7 @@ import { createLogger } from "../../src/log.ts";
 import { systemClock } from "../../src/time/clock.ts";
 import { ActorSockets } from "../../src/websockets/actor_sockets.ts";
 import { movedSince, sweepMovedActors } from "../../src/websockets/owner_sweep.ts";
-import type { SocketHandlers, SocketLike } from "../../src/websockets/socket_like.ts";
-
-/** A socket that records its closes and tells its handlers when closed. */
-function recordingSocket() {
-  let handlers: SocketHandlers | undefined;
-  const closes: [number, string][] = [];
-  let open = true;
-  const socket: SocketLike = {
-    get open() {
-      return open;
-    },
-    bufferedAmount: 0,
-    send() {},
-    close(code, reason) {
-      if (!open) return;
-      open = false;
-      closes.push([code, reason]);
-      queueMicrotask(() => handlers?.close(code, reason));
-    },
-    listen(given) {
-      handlers = given;
-    },
-  };
-  return { socket, closes };
-}
+import { recordingSocket } from "../helpers/recording_socket.ts";
 
 const key = (name: string): ActorKey => ({ tenant: "default", class: "room", name });
 

@@ -284,29 +284,8 @@ export class PeerForwarding {
         ],
         body: request.body,
       });
-    let result = await send();
-    if (result.kind === "unreachable" && result.unansweredNew && isTls(address)) {
-      // The peer refused this node's certificate (it saw this node's
-      // heartbeat expire) and read nothing: once this node's next heartbeat
-      // landed and two periods passed, it has seen it live again.
-      const { periodMs } = this.#o.timing;
-      this.#o.log.info("a peer refused this node's certificate; the call waits to retry", {
-        node,
-      });
-      const landed = await this.#o.lease.writeLanded(this.#o.clock.monotonic(), 2 * periodMs);
-      if (!landed) {
-        return {
-          kind: "not-run",
-          error:
-            `node ${node} refused this node's certificate (this node's heartbeat did not land)`,
-        };
-      }
-      await this.#o.clock.sleep(2 * periodMs);
-      result = await send();
-      if (result.kind === "unreachable" && result.unansweredNew) {
-        return { kind: "not-run", error: `node ${node} refused this node's certificate` };
-      }
-    }
+    const result = await this.#onceMoreIfUnread(address, node, "call", send);
+    if (result.kind === "refused") return { kind: "not-run", error: result.message };
     if (result.kind === "response") return this.#answered(result, actor, node);
     // A call's body is in hand: only a stream could be refused on the way.
     if (result.kind === "body-refused") return { kind: "not-run", error: result.reason };
@@ -338,14 +317,23 @@ export class PeerForwarding {
       !name.startsWith("sec-websocket-")
     );
     headers.push(["sec-websocket-key", key], ["sec-websocket-version", "13"]);
-    const result = await this.#forwarderFor(address).upgrade(address, {
-      path: actorPath(actor, request),
-      headers,
-      protocol: "websocket",
-    });
+    const result = await this.#onceMoreIfUnread(
+      address,
+      node,
+      "WebSocket upgrade",
+      () =>
+        this.#forwarderFor(address).upgrade(address, {
+          path: actorPath(actor, request),
+          headers,
+          protocol: "websocket",
+        }),
+    );
+    if (result.kind === "refused") {
+      return { kind: "failed", status: 503, message: `${result.message}; retry` };
+    }
     if (result.kind === "switched") {
       const accept = result.headers.find(([name]) => name === "sec-websocket-accept")?.[1];
-      if (accept !== await acceptKeyOf(key)) {
+      if (accept !== acceptKeyOf(key)) {
         result.conn.close();
         return {
           kind: "failed",
@@ -367,12 +355,50 @@ export class PeerForwarding {
       return { kind: "failed", status: 400, message: result.reason };
     }
     const failure = this.#failed(result, actor, node, address, "relaying a WebSocket failed");
+    // The spec's answer to an upgrade its owner did not answer, in time or at all: 503.
     return {
       kind: "failed",
-      status: failure === "timeout" ? 504 : 503,
+      status: 503,
       message: "the actor's node did not answer; retry",
       unsent: failure === "unsent",
     };
+  }
+
+  /**
+   * `send`, and once more when the peer provably read nothing over TLS (it
+   * refused this node's certificate at the handshake, having seen this
+   * node's heartbeat expire, or a new TLS connection came back unsent):
+   * after this node's next heartbeat landed and two more periods passed,
+   * when the peer has seen it live again (the spec's "A caller its peer
+   * briefly stopped trusting"). `refused` when it was refused again, or the
+   * heartbeat did not land within two periods.
+   */
+  async #onceMoreIfUnread<R extends { kind: string }>(
+    address: string,
+    node: string,
+    what: string,
+    send: () => Promise<R>,
+  ): Promise<R | { kind: "refused"; message: string }> {
+    const first = await send();
+    if (!isTls(address) || !unreadNew(first)) return first;
+    const { periodMs } = this.#o.timing;
+    this.#o.log.info(`a peer refused this node's certificate; the ${what} waits to retry`, {
+      node,
+    });
+    const landed = await this.#o.lease.writeLanded(this.#o.clock.monotonic(), 2 * periodMs);
+    if (!landed) {
+      return {
+        kind: "refused",
+        message:
+          `node ${node} refused this node's certificate (this node's heartbeat did not land)`,
+      };
+    }
+    await this.#o.clock.sleep(2 * periodMs);
+    const second = await send();
+    if (unreadNew(second)) {
+      return { kind: "refused", message: `node ${node} refused this node's certificate` };
+    }
+    return second;
   }
 
   /** Closes every connection to peers. */
@@ -511,4 +537,10 @@ function pinOf(
     }
   }
   return undefined;
+}
+
+/** An answer that says the peer read nothing: unreachable on a new connection, unanswered. */
+function unreadNew(result: { kind: string }): boolean {
+  return result.kind === "unreachable" &&
+    (result as { unansweredNew?: boolean }).unansweredNew === true;
 }

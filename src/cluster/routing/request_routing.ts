@@ -31,8 +31,17 @@ export interface RequestRoutingOptions {
   log: Logger;
 }
 
-/** The answer to an ownership record that could not be read while routing. */
-function lookupFailure(error: unknown): { status: number; message: string } {
+/**
+ * The answer to an ownership record that could not be read while routing:
+ * 503 (retry) when the bucket did not answer, 500 for a record that cannot
+ * be decoded.
+ *
+ * @example
+ * ```ts ignore
+ * const { status, message } = lookupFailure(error);
+ * ```
+ */
+export function lookupFailure(error: unknown): { status: number; message: string } {
   return error instanceof MalformedRecord
     ? { status: 500, message: error.message }
     : { status: 503, message: "the bucket did not answer while looking up the actor; retry" };
