@@ -148,12 +148,7 @@ Deno.test("websockets: a client that stops reading is closed with 1013 once four
   await withNode(["--actor", `testbed=${TESTBED_WASM}`, "--node-id", "ws"], async (node) => {
     const port = Number(new URL(node.url).port);
     // A client that upgrades and then reads nothing.
-    const stalled = await Deno.connect({ hostname: "127.0.0.1", port });
-    await stalled.write(new TextEncoder().encode(
-      "GET /actor/testbed/room HTTP/1.1\r\nhost: 127.0.0.1\r\nupgrade: websocket\r\n" +
-        "connection: upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
-        "sec-websocket-version: 13\r\n\r\n",
-    ));
+    const stalled = await rawUpgrade(port, "/actor/testbed/room");
     const reader = await openSocket(`${node.url.replace(/^http/, "ws")}/actor/testbed/room`);
     reader.socket.send("count");
     assert.equal(await reader.next(), "2");
@@ -214,12 +209,7 @@ Deno.test("websockets: a client that does not answer the node's close is dropped
     "2",
   ], async (node) => {
     const port = Number(new URL(node.url).port);
-    const deaf = await Deno.connect({ hostname: "127.0.0.1", port });
-    await deaf.write(new TextEncoder().encode(
-      "GET /actor/testbed/room HTTP/1.1\r\nhost: 127.0.0.1\r\nupgrade: websocket\r\n" +
-        "connection: upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
-        "sec-websocket-version: 13\r\n\r\n",
-    ));
+    const deaf = await rawUpgrade(port, "/actor/testbed/room");
     const other = await openSocket(`${node.url.replace(/^http/, "ws")}/actor/testbed/room`);
     other.socket.send("count");
     assert.equal(await other.next(), "2");
@@ -258,6 +248,20 @@ Deno.test("websockets: a client that does not answer the node's close is dropped
     }
   });
 });
+
+/**
+ * A connection to the node on `port` that asked for a WebSocket at `path`
+ * and reads nothing yet: the test plays the client byte by byte.
+ */
+async function rawUpgrade(port: number, path: string): Promise<Deno.TcpConn> {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  await conn.write(new TextEncoder().encode(
+    `GET ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\nupgrade: websocket\r\n` +
+      "connection: upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
+      "sec-websocket-version: 13\r\n\r\n",
+  ));
+  return conn;
+}
 
 /** A client's mask key (RFC 6455 asks for a random one; any does for the test). */
 const MASK = new Uint8Array([1, 2, 3, 4]);
