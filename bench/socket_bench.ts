@@ -19,8 +19,10 @@
  * queued per actor at most: with the default 128, 100 sockets in a closed
  * loop overflow the room's queue, and those sockets close with 1013).
  *
- * Usage: `deno run -A bench/socket_bench.ts [--rounds N] [--sockets N]`
- * (about 25 s a round).
+ * Usage: `deno run -A bench/socket_bench.ts [--rounds N] [--sockets N] [--prof DIR]`
+ * (about 25 s a round). `--prof DIR` starts the owner, its executors
+ * included, with V8's `--prof` in DIR (one `isolate-*.log` a process, read
+ * with `node --prof-process`).
  *
  * @module
  */
@@ -130,9 +132,10 @@ function runEchoServer(): void {
   console.error(`listening on http://127.0.0.1:${server.addr.port}`);
 }
 
-function startNode(id: string, dir: string) {
+function startNode(id: string, dir: string, profDir?: string) {
   return startBenchNode({
     id,
+    cwd: profDir,
     bucketUrl: `file://${dir}/bucket`,
     dataDir: `${dir}/${id}`,
     mode: "plain",
@@ -154,7 +157,12 @@ async function main(): Promise<void> {
       "--role",
       "echo",
     ], /listening on (http:\/\/\S+)/);
-    const [a, b] = await Promise.all([startNode("a", dir), startNode("b", dir)]);
+    const profDir = flag("prof");
+    // Through the environment, so that the owner's executors (its child processes) are profiled too.
+    if (profDir) Deno.env.set("DENO_V8_FLAGS", "--prof");
+    const a = await startNode("a", dir, profDir);
+    Deno.env.delete("DENO_V8_FLAGS");
+    const b = await startNode("b", dir);
     // The room lives on a.
     await (await fetch(`${a.url}/actor/testbed/room/rows`)).text();
     const ws = (url: string) => url.replace(/^http/, "ws");
