@@ -15,7 +15,11 @@ import {
 import { classNameProblem } from "../src/actors/key.ts";
 import { MAX_CONFIG_FILE_BYTES, parseEnvFile } from "../src/config/env_file.ts";
 import type { LogLevel } from "../src/log.ts";
-import { MAX_SOCKET_MESSAGE_BYTES, SOCKET_MESSAGE_BYTES_CEILING } from "../src/limits.ts";
+import {
+  ALARM_RETRY_MAX_MS,
+  MAX_SOCKET_MESSAGE_BYTES,
+  SOCKET_MESSAGE_BYTES_CEILING,
+} from "../src/limits.ts";
 import { isNodeId } from "../src/cluster/node_id.ts";
 import { defaultFailoverWaitMs } from "../src/cluster/failover_wait.ts";
 import { leaseTiming } from "../src/cluster/lease_timing.ts";
@@ -232,6 +236,14 @@ const SERVE_FLAGS: FlagSpec[] = [
     description:
       "largest WebSocket message either way, at most 16777216 (16 MiB); a larger one from a client closes its socket with 1009",
     defaultText: String(MAX_SOCKET_MESSAGE_BYTES),
+  },
+  {
+    name: "alarm-retry-max-secs",
+    kind: "integer",
+    min: 1,
+    value: "N",
+    description: "ceiling of the backoff between retries of a failed on-alarm (from 1 s, doubling)",
+    defaultText: String(ALARM_RETRY_MAX_MS / 1000),
   },
   {
     name: "executors",
@@ -490,6 +502,7 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
     maxBodyBytes: maxBody ?? NODE_DEFAULTS.maxBodyBytes,
     maxSocketMessageBytes: (flags["max-socket-message-bytes"] as number | undefined) ??
       MAX_SOCKET_MESSAGE_BYTES,
+    alarmRetryMaxMs: seconds("alarm-retry-max-secs", ALARM_RETRY_MAX_MS),
     executors: (flags.executors as number | undefined) ?? navigator.hardwareConcurrency,
     stopGraceMs: NODE_DEFAULTS.stopGraceMs,
     abi,

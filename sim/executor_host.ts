@@ -397,6 +397,7 @@ class SimProgram {
     };
     return {
       onInit: () => Promise.resolve(),
+      onAlarm: () => Promise.resolve(),
       onWebsocketOpen: () => Promise.resolve(socketEvent()),
       // Each message is echoed on its socket: its client counts what came back.
       onWebsocketMessage: (connection, message) => {

@@ -265,3 +265,43 @@ export const MAX_NODE_SOCKETS = 4_096;
  * ```
  */
 export const CLOSE_ANSWER_MS = 5_000;
+
+/**
+ * How often every node reads the overdue part of the alarm index (the
+ * spec's "every 10 s").
+ */
+export const ALARM_SWEEP_MS = 10_000;
+
+/**
+ * Keys asked for per page of the sweep's listing. A listing stops at the
+ * first entry not yet overdue, so with nothing due one call answers: small
+ * pages keep that call small however many alarms are pending.
+ */
+export const ALARM_SWEEP_PAGE_KEYS = 100;
+
+/**
+ * Overdue entries one sweep run reads at most (the rest wait for the next
+ * run, 10 s later): a backlog of 100,000 alarms is worked off in runs of
+ * this many, not listed whole.
+ */
+export const ALARM_SWEEP_MAX_ENTRIES = 2_000;
+
+/**
+ * Alarms a node fires at once (their events run or wait on a restore
+ * together). A burst of alarms due in the same second is fired this many
+ * at a time, so it does not take every actor in at once.
+ */
+export const MAX_ALARMS_FIRING = 32;
+
+/**
+ * Alarms a node keeps armed on its own timer (actors it holds or last
+ * held). Past it, the latest are forgotten here and fire by a sweep, late
+ * by the sweep's grace.
+ */
+export const MAX_ARMED_ALARMS = 100_000;
+
+/** The first retry of a failed `on-alarm` waits this long; each next one twice as long. */
+export const ALARM_FIRST_RETRY_MS = 1_000;
+
+/** The default ceiling of an alarm's retry backoff (`--alarm-retry-max-secs`): 5 minutes. */
+export const ALARM_RETRY_MAX_MS = 300_000;

@@ -12,7 +12,7 @@
 import type { Clock, Timer } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
 import { type ActorKey, actorKeyString } from "./key.ts";
-import type { ActorRequest, EventOutcome, FailedOutcome, SocketEvent } from "./protocol.ts";
+import type { ActorRequest, EventOutcome, FailedOutcome, SpecialEvent } from "./protocol.ts";
 import type { ExecutorPool, UnstartedEvent } from "./executor_pool.ts";
 
 /** A hold on an actor: this node owns it at `generation` until it releases it. */
@@ -129,15 +129,15 @@ export class ActorHost {
 
   /**
    * Runs `request` on the actor after the events before it (a WebSocket
-   * event when `socket` is set: `request` is then its upgrade request, or
-   * empty). Answers 503 at once when the actor's queue or the resident set
+   * event or an alarm's when `socket` is set: `request` is then the
+   * socket's upgrade request, or empty). Answers 503 at once when the actor's queue or the resident set
    * is full. `stillWanted`, asked as the event is sent (after any take),
    * can call it off then: it is answered 409 unsent.
    */
   dispatch(
     key: ActorKey,
     request: ActorRequest,
-    socket?: SocketEvent,
+    socket?: SpecialEvent,
     stillWanted?: () => boolean,
   ): Promise<EventOutcome> {
     const id = actorKeyString(key);

@@ -39,6 +39,12 @@ export interface ActorStore {
   committed(db: ActorDatabase): void;
   /** The actor deleted itself: its local database was just wiped. */
   deleted(): void;
+  /**
+   * Runs `work` once everything committed so far is as durable as this
+   * store makes it (in the bucket, replicated; at once, local); never when
+   * it does not get there (the actor is then given up).
+   */
+  whenLanded(work: () => void): void;
   /** Work that must run before the actor's next event (a periodic snapshot), if any. */
   beforeEvent(db: () => ActorDatabase): Promise<unknown> | undefined;
   /**
@@ -78,6 +84,10 @@ export class LocalStore implements ActorStore {
   committed(): void {}
 
   deleted(): void {}
+
+  whenLanded(work: () => void): void {
+    work();
+  }
 
   beforeEvent(): undefined {
     return undefined;
@@ -137,6 +147,12 @@ export class ReplicatedStore implements ActorStore {
 
   committed(db: ActorDatabase): void {
     this.replica.capture(db);
+  }
+
+  whenLanded(work: () => void): void {
+    this.replica.uploaded(this.replica.position.txid).then(work, () => {
+      // A failed upload already gave the actor up (onFailure).
+    });
   }
 
   deleted(): void {

@@ -17,7 +17,7 @@ import type {
   EventOutcome,
   ExecutorClass,
   FromExecutor,
-  SocketEvent,
+  SpecialEvent,
   ToExecutor,
 } from "./protocol.ts";
 import { PendingEvents } from "./pending_events.ts";
@@ -134,6 +134,11 @@ export interface ExecutorPoolEvents {
   onCount?: (name: string, by: number) => void;
   /** The open WebSockets of `actor` now, listed in each of its events. */
   socketsOf?: (actor: ActorKey) => number[];
+  /**
+   * An event of `actor` ended with its alarm at `due` (null: none), as the
+   * executor read it from the actor's database or committed it.
+   */
+  onAlarmSeen?: (actor: ActorKey, due: number | null) => void;
   /** An actor's `websockets.send` or `websockets.close`. */
   onSocketOutput?: (
     message: Extract<FromExecutor, { type: "ws-send" } | { type: "ws-close" }>,
@@ -153,7 +158,7 @@ export interface ActorCall {
 export interface UnstartedEvent {
   actor: ActorKey;
   request: ActorRequest;
-  socket?: SocketEvent;
+  socket?: SpecialEvent;
   resolve: (outcome: EventOutcome) => void;
 }
 
@@ -164,8 +169,8 @@ interface PendingEvent {
   /** The end of the node's lease (wall-clock ms), or 0; see the `event` message. */
   until: number;
   request: ActorRequest;
-  /** Set for a WebSocket event. */
-  socket?: SocketEvent;
+  /** Set for a WebSocket event or an alarm's. */
+  socket?: SpecialEvent;
   resolve: (outcome: EventOutcome) => void;
   /** When the event started running, as far as the node can tell (see #arm). */
   startedAt: number | undefined;
@@ -415,6 +420,7 @@ export class ExecutorPool {
       case "failed": {
         const pending = this.#settle(executor, message.seq);
         if (!pending) return;
+        if (message.alarm !== undefined) this.#events.onAlarmSeen?.(pending.actor, message.alarm);
         if (pending.timedOut) return;
         pending.resolve(
           message.type === "done"
@@ -500,7 +506,11 @@ export class ExecutorPool {
         generation: pending.generation,
         until: pending.until,
         request: pending.request,
-        ...(pending.socket ? { socket: pending.socket } : {}),
+        ...(pending.socket?.kind === "alarm"
+          ? { alarm: pending.socket.due }
+          : pending.socket
+          ? { socket: pending.socket }
+          : {}),
         ...(connections.length > 0 ? { connections } : {}),
       });
     } catch (error) {
@@ -611,7 +621,7 @@ export class ExecutorPool {
     generation: number,
     request: ActorRequest,
     until = 0,
-    socket?: SocketEvent,
+    socket?: SpecialEvent,
   ): Promise<EventOutcome> {
     const executor = this.#executors[index];
     if (!executor.channel && executor.startedAt > this.#options.clock.monotonic()) {

@@ -34,6 +34,19 @@ export type SocketEvent =
   | { kind: "message"; connection: number; message: SocketMessage }
   | { kind: "close"; connection: number; code: number; reason: string };
 
+/**
+ * An alarm's event, where the node passes a WebSocket event: the due time
+ * of the index entry or timer that fired it (the `alarm` of the `event`
+ * message).
+ */
+export interface AlarmFiring {
+  kind: "alarm";
+  due: number;
+}
+
+/** What an event is when it is not a request: a WebSocket's or an alarm's. */
+export type SpecialEvent = SocketEvent | AlarmFiring;
+
 /** A WebSocket message (`types.ws-message`). */
 export type SocketMessage = { text: string } | { binary: Uint8Array };
 
@@ -152,6 +165,12 @@ export type ToExecutor =
     socket?: SocketEvent;
     /** The actor's open sockets when the event was sent: what `websockets.connections` lists. */
     connections?: number[];
+    /**
+     * Set for an alarm's event: the due time of the index entry (or timer)
+     * that fired it. The actor's `on-alarm` runs if its own alarm is due;
+     * an entry that is not its alarm is deleted.
+     */
+    alarm?: number;
   }
   | { type: "drop"; actor: ActorKey; generation: number }
   | { type: "abandon"; seq: number; actor: ActorKey }
@@ -174,8 +193,9 @@ export type ToExecutor =
 /** Executor to main thread. */
 export type FromExecutor =
   | { type: "ready" }
-  | { type: "done"; seq: number; response: ActorResponse }
-  | { type: "failed"; seq: number; status: number; message: string }
+  /** `alarm`: the actor's alarm after the event (null: none), when the actor was open. */
+  | { type: "done"; seq: number; response: ActorResponse; alarm?: number | null }
+  | { type: "failed"; seq: number; status: number; message: string; alarm?: number | null }
   | { type: "abandoned"; seq: number }
   /** The event waits on the bucket; the executor runs others meanwhile. */
   | { type: "suspended"; seq: number }
@@ -349,6 +369,12 @@ function socketEvent(record: Fields, name: string): SocketEvent {
   throw new ProtocolError(`unknown socket event '${kind}'`);
 }
 
+/** The optional `alarm` of a `done` or `failed`: a due time, or null for none. */
+function alarmAfter(record: Fields): { alarm?: number | null } {
+  if (record.alarm === undefined) return {};
+  return { alarm: record.alarm === null ? null : int(record, "alarm") };
+}
+
 function callAnswer(record: Fields, name: string): CallAnswer {
   const answer = fields(record[name], name);
   if (flag(answer, "ok")) return { ok: true, response: response(answer, "response") };
@@ -426,6 +452,7 @@ export function toExecutorMessage(frame: Plain): ToExecutor {
         request: request(m, "request"),
         ...(m.socket === undefined ? {} : { socket: socketEvent(m, "socket") }),
         ...(m.connections === undefined ? {} : { connections: ints(m, "connections") }),
+        ...(m.alarm === undefined ? {} : { alarm: int(m, "alarm") }),
       };
     case "drop":
       return { type, actor: actorKey(m, "actor"), generation: int(m, "generation") };
@@ -462,9 +489,20 @@ export function fromExecutorMessage(frame: Plain): FromExecutor {
     case "closed":
       return { type };
     case "done":
-      return { type, seq: int(m, "seq"), response: response(m, "response") };
+      return {
+        type,
+        seq: int(m, "seq"),
+        response: response(m, "response"),
+        ...alarmAfter(m),
+      };
     case "failed":
-      return { type, seq: int(m, "seq"), status: int(m, "status"), message: text(m, "message") };
+      return {
+        type,
+        seq: int(m, "seq"),
+        status: int(m, "status"),
+        message: text(m, "message"),
+        ...alarmAfter(m),
+      };
     case "abandoned":
     case "suspended":
     case "resumed":

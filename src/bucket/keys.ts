@@ -101,36 +101,85 @@ export function actorWalPrefix(actor: ActorKey): string {
 }
 
 /**
- * A pending alarm, `alarms/<due>/<tenant>/<class>/<name>`, with the due time
- * zero-padded so a listing returns the earliest first and `startAfter` can
- * skip to a time.
+ * A pending alarm's entry in the index, `alarms/<tenant>/<due>/<class>/<name>`,
+ * with the due time zero-padded so that a listing of a tenant's alarms
+ * returns the earliest first and can stop at a time (issue 19).
  *
  * @example
  * ```ts
  * import { alarmKey } from "./keys.ts";
  * alarmKey(1700000000000, { tenant: "acme", class: "room", name: "lobby" });
- * // "alarms/001700000000000/acme/room/lobby"
+ * // "alarms/acme/001700000000000/room/lobby"
  * ```
  */
 export function alarmKey(dueMs: number, actor: ActorKey): string {
-  return `${alarmDuePrefix(dueMs)}/${actorPath(actor)}`;
+  return `${alarmDuePrefix(actor.tenant, dueMs)}/${segment(actor.class)}/${segment(actor.name)}`;
 }
 
 /**
- * The part of alarm keys that a due time sorts by: `alarms/<due>`. Listing
- * from `ALARMS_PREFIX` up to this key yields the alarms due by then.
+ * A tenant's alarm index: `alarms/<tenant>/`.
+ *
+ * @example
+ * ```ts
+ * import { alarmTenantPrefix } from "./keys.ts";
+ * alarmTenantPrefix("acme"); // "alarms/acme/"
+ * ```
+ */
+export function alarmTenantPrefix(tenant: string): string {
+  return `${ALARMS_PREFIX}${segment(tenant)}/`;
+}
+
+/**
+ * The part of a tenant's alarm keys that a due time sorts by:
+ * `alarms/<tenant>/<due>`. Every key of an alarm due by then sorts before
+ * the next millisecond's prefix.
  *
  * @example
  * ```ts
  * import { alarmDuePrefix } from "./keys.ts";
- * alarmDuePrefix(5); // "alarms/000000000000005"
+ * alarmDuePrefix("acme", 5); // "alarms/acme/000000000000005"
  * ```
  */
-export function alarmDuePrefix(dueMs: number): string {
+export function alarmDuePrefix(tenant: string, dueMs: number): string {
   if (!Number.isSafeInteger(dueMs) || dueMs < 0 || String(dueMs).length > DUE_DIGITS) {
     throw new RangeError(`not a due time for an alarm key: ${dueMs}`);
   }
-  return ALARMS_PREFIX + String(dueMs).padStart(DUE_DIGITS, "0");
+  return alarmTenantPrefix(tenant) + String(dueMs).padStart(DUE_DIGITS, "0");
+}
+
+/** An alarm index entry, read back from its key. */
+export interface AlarmEntry {
+  dueMs: number;
+  actor: ActorKey;
+}
+
+/**
+ * The due time and actor of an alarm key, or `undefined` for a key that is
+ * not one (written by another version, say: skipped, as the spec's
+ * "Formats in the bucket" allows).
+ *
+ * @example
+ * ```ts
+ * import { parseAlarmKey } from "./keys.ts";
+ * parseAlarmKey("alarms/acme/001700000000000/room/lobby");
+ * // { dueMs: 1700000000000, actor: { tenant: "acme", class: "room", name: "lobby" } }
+ * ```
+ */
+export function parseAlarmKey(key: string): AlarmEntry | undefined {
+  if (!key.startsWith(ALARMS_PREFIX)) return undefined;
+  const parts = key.slice(ALARMS_PREFIX.length).split("/");
+  if (parts.length !== 4 || !/^[0-9]+$/.test(parts[1]) || parts[1].length !== DUE_DIGITS) {
+    return undefined;
+  }
+  try {
+    const [tenant, , className, name] = parts.map(decodeURIComponent);
+    if ([tenant, className, name].some((part) => part === "" || part === "." || part === "..")) {
+      return undefined;
+    }
+    return { dueMs: Number(parts[1]), actor: { tenant, class: className, name } };
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -10,6 +10,7 @@
 import type { ActorKey } from "../actors/key.ts";
 import type { ActorRequest, CallAnswer, ExecutorClass, SocketMessage } from "../actors/protocol.ts";
 import { sizeOverLimit } from "../websockets/message_size.ts";
+import { type ActorAlarm, MAX_ALARM_DUE_MS } from "../alarms/actor_alarm.ts";
 import type { ActorStore } from "../actors/actor_store.ts";
 import { type ActorImports, GuestError } from "../actors/abi/direct.ts";
 import { type ActorDatabase, type SqlError, toSqlError } from "../sqlite/actor_database.ts";
@@ -38,6 +39,8 @@ export interface ImportedActor {
    * less those it closed since: what `websockets.connections` answers.
    */
   readonly sockets: Set<number>;
+  /** Its alarm: what the database stores and the running event's draft. */
+  readonly alarm: ActorAlarm;
   /** Unsets the instance: the next event makes a new one (after a delete-self). */
   dropInstance(): void;
 }
@@ -71,10 +74,6 @@ const MAX_CLOSE_REASON_BYTES = 123;
 /** Whether an actor may close with `code`: 1000 (normal) or one of the application's 3000-4999. */
 function isApplicationCloseCode(code: number): boolean {
   return code === 1000 || (code >= 3000 && code <= 4999);
-}
-
-function unavailable(feature: string, needs: string): string {
-  return `${feature} is not available in this version of WasmKeep yet (${needs})`;
 }
 
 /**
@@ -152,6 +151,7 @@ export function hostImports(
       // order. Local, the wipe is the whole delete.
       actor.store.committed(db);
       runtime.wipe(path);
+      actor.alarm.wiped();
       // A new instance over the emptied database for the next event, and
       // on-init runs again.
       actor.dropInstance();
@@ -166,10 +166,22 @@ export function hostImports(
       if (!result.ok) return fail(result.error);
       return result.response;
     },
-    alarmSet: () => fail(unavailable("alarms.set", "alarms")),
-    // No alarm can have been set, so "none" is the true answer.
-    alarmGet: () => undefined,
-    alarmDelete: () => fail(unavailable("alarms.delete", "alarms")),
+    // Drafts of the event, stored with its commit (src/alarms/actor_alarm.ts).
+    alarmSet: (atMs) => {
+      alive();
+      if (atMs > BigInt(MAX_ALARM_DUE_MS)) {
+        fail(`an alarm's time is at most ${MAX_ALARM_DUE_MS} ms since the epoch, not ${atMs}`);
+      }
+      actor.alarm.set(Number(atMs));
+    },
+    alarmGet: () => {
+      const due = actor.alarm.get();
+      return due === undefined ? undefined : BigInt(due);
+    },
+    alarmDelete: () => {
+      alive();
+      actor.alarm.delete();
+    },
     wsSend: (connection, message) => {
       alive();
       const id = openSocket(connection);

@@ -62,9 +62,8 @@ async function startRuntime(init: ExecutorInit, sender: FrameSender): Promise<Ex
     clock: systemClock,
     random: systemRandom,
     log: createLogger({ level: init.logLevel as LogLevel }),
-    bucket: init.replicate
-      ? openBucket(init.bucketUrl, { clock: systemClock, random: systemRandom })
-      : undefined,
+    // Also on a standalone node, for the alarm index (its file bucket).
+    bucket: openBucket(init.bucketUrl, { clock: systemClock, random: systemRandom }),
   });
 }
 

@@ -33,6 +33,14 @@ import { DatabasePool } from "../sqlite/database_pool.ts";
 import { type ActorDatabase, toSqlError } from "../sqlite/actor_database.ts";
 import type { Clock, Random, Timer } from "../time/clock.ts";
 import type { Bucket } from "../bucket/bucket.ts";
+import { ActorAlarm, storedAlarm } from "../alarms/actor_alarm.ts";
+import { AlarmIndex } from "../alarms/alarm_index.ts";
+import {
+  AlarmCommitFailure,
+  commitAlarm,
+  deleteEntries,
+  runAlarmEvent,
+} from "../alarms/alarm_event.ts";
 import { ActorReplica, type ReplicaContext } from "../replication/replica.ts";
 import { type ActorStore, LocalStore, ReplicatedStore } from "../actors/actor_store.ts";
 import { ReadLimiter } from "../replication/read_limiter.ts";
@@ -89,7 +97,10 @@ export interface RuntimeOptions {
   /** Error ids. */
   random: Random;
   log: Logger;
-  /** The bucket actors replicate to, when `init.replicate`. */
+  /**
+   * The bucket: actors replicate to it when `init.replicate`, and their
+   * alarms are listed in it (its alarm index) on every node.
+   */
   bucket?: Bucket;
   /** Makes the pool of open databases; by default a {@linkcode DatabasePool}. */
   databases?: (
@@ -115,6 +126,8 @@ interface ResidentActor extends ImportedActor {
   dead: boolean;
   chain: string[];
   sockets: Set<number>;
+  /** Its alarm (read from its database at the wake). */
+  alarm: ActorAlarm;
 }
 
 /** What a resident actor stands at, for {@linkcode ExecutorRuntime.inspect}. */
@@ -190,6 +203,8 @@ export class ExecutorRuntime {
   readonly #startedAt = new Map<number, number>();
   #sweep: Timer | undefined;
   readonly #imports: ImportRuntime;
+  /** Unset without a bucket (a test's runtime): an alarm cannot be set then. */
+  readonly #alarmIndex: AlarmIndex | undefined;
 
   constructor(options: RuntimeOptions) {
     const { init } = options;
@@ -208,6 +223,7 @@ export class ExecutorRuntime {
       );
     this.#sweepIdle();
     assert(!init.replicate || options.bucket, "a replicating executor is given its bucket");
+    this.#alarmIndex = options.bucket ? new AlarmIndex(options.bucket) : undefined;
     this.#replication = init.replicate
       ? {
         bucket: options.bucket!,
@@ -382,6 +398,7 @@ export class ExecutorRuntime {
     } as ResidentActor;
     this.#o.observer?.waking?.(key, generation);
     actor.store = await this.#openStore(seq, actor);
+    actor.alarm = new ActorAlarm(storedAlarm(this.#db(path)));
     this.#schedules.delete(id);
     // Resident from here, so a failing on-init discards it with its store.
     this.#resident.set(id, actor);
@@ -544,6 +561,7 @@ export class ExecutorRuntime {
     request: ActorRequest,
     socket: SocketEvent | undefined,
     connections: number[] | undefined,
+    alarmDue: number | undefined,
   ) {
     await this.#acquire();
     if (this.#abandoned.delete(seq)) {
@@ -581,24 +599,42 @@ export class ExecutorRuntime {
       this.#checkLease(seq, actor);
       actor.sockets = new Set(connections);
       // A delete-self during the event unsets the instance it runs in.
-      const response = socket
+      const response = alarmDue !== undefined
+        ? await runAlarmEvent(actor.exports!, actor.alarm, alarmDue, this.#clock.now())
+        : socket
         ? await this.#socketEvent(actor.exports!, socket, request)
         : await actor.exports!.onRequest(request);
       if (db()?.inTransaction) {
         throw new EventFailure(500, "the event ended with a transaction open; it was rolled back");
       }
+      const stale = actor.dead ? [] : await this.#commitAlarm(seq, actor);
       const open = db();
       if (open && !actor.dead) actor.store.committed(open);
-      if (!actor.dead) this.#post({ type: "done", seq, response });
-      else {
+      if (stale.length > 0 && !actor.dead) {
+        const { key: held } = actor;
+        actor.store.whenLanded(() => deleteEntries(this.#alarmIndex, held, stale, this.#log));
+      }
+      if (!actor.dead) {
+        this.#post({ type: "done", seq, response, alarm: actor.alarm.stored ?? null });
+      } else {
         this.#post({ type: "failed", seq, status: 503, message: "the actor was given up; retry" });
       }
     } catch (error) {
       actor ??= this.#resident.get(id);
+      // What the event did to the alarm goes with it.
+      actor?.alarm?.discard();
       if (actor && !actor.dead) this.#dropInstance(actor);
-      if (error instanceof EventFailure) {
+      const alarm = actor?.alarm && !actor.dead ? { alarm: actor.alarm.stored ?? null } : {};
+      if (error instanceof EventFailure || error instanceof AlarmCommitFailure) {
         this.#log.warn("event failed", { actor: id, reason: error.message });
-        this.#post({ type: "failed", seq, status: error.status, message: error.message });
+        this.#post({ type: "failed", seq, status: error.status, message: error.message, ...alarm });
+      } else if (
+        alarmDue !== undefined && typeof (error as { payload?: unknown })?.payload === "string"
+      ) {
+        // on-alarm's own error: the node retries it.
+        const message = `the actor's on-alarm failed: ${(error as { payload: string }).payload}`;
+        this.#log.warn("event failed", { actor: id, reason: message });
+        this.#post({ type: "failed", seq, status: 500, message, ...alarm });
       } else {
         // A trap or a host failure: the instance may be in any state, so it
         // is discarded and its open transaction rolled back.
@@ -612,6 +648,7 @@ export class ExecutorRuntime {
           seq,
           status: 500,
           message: `the actor failed (error id ${eid})`,
+          ...alarm,
         });
       }
     } finally {
@@ -646,6 +683,19 @@ export class ExecutorRuntime {
         break;
     }
     return SOCKET_EVENT_DONE;
+  }
+
+  /** Commits the event's alarm change (alarm_event.ts): the stale entries to delete once it landed. */
+  #commitAlarm(seq: number, actor: ResidentActor): Promise<number[]> {
+    return commitAlarm({
+      key: actor.key,
+      alarm: actor.alarm,
+      index: this.#alarmIndex,
+      suspend: (work) => this.#suspend(seq, work),
+      db: () => this.#db(actor.path),
+      dead: () => actor.dead,
+      onSet: () => this.#post({ type: "count", name: "wasmkeep_alarms_set_total", by: 1 }),
+    });
   }
 
   #errorId(): string {
@@ -740,6 +790,7 @@ export class ExecutorRuntime {
               message.request,
               message.socket,
               message.connections,
+              message.alarm,
             ),
         );
         return;
@@ -829,7 +880,7 @@ export class ExecutorRuntime {
     await Promise.all([...this.#chains.values()].map((chain) => chain.catch(() => {})));
     await Promise.all([...this.#resident.values()].map((actor) => this.#close(actor)));
     this.#databases.closeAll();
-    await this.#replication?.bucket.close();
+    await this.#o.bucket?.close();
     this.#post({ type: "closed" });
   }
 }

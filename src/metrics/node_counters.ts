@@ -16,13 +16,13 @@ import { WAIT_OUTCOMES, type WaitOutcome } from "../cluster/failover_wait.ts";
 import { REFUSAL_REASONS, type RefusalReason } from "../http/cluster_listener.ts";
 
 /**
- * The replication counters (counted by the executors, named in their
- * messages), with their help.
+ * The counters the executors count (replication's, and the alarms set),
+ * named in their messages, with their help.
  *
  * @example
  * ```ts
  * import { REPLICATION_COUNTERS } from "./node_counters.ts";
- * console.log(Object.keys(REPLICATION_COUNTERS).length); // 4
+ * console.log(Object.keys(REPLICATION_COUNTERS).length); // 5
  * ```
  */
 export const REPLICATION_COUNTERS: Readonly<Record<string, string>> = {
@@ -32,7 +32,12 @@ export const REPLICATION_COUNTERS: Readonly<Record<string, string>> = {
     "Restores of an actor from the bucket that failed (bucket unavailable or history unusable).",
   wasmkeep_history_collected_total: "Objects of old actor history deleted from the bucket.",
   wasmkeep_history_collect_failures_total: "Deletes of old actor history that failed.",
+  wasmkeep_alarms_set_total:
+    "Alarms set or moved by an event that committed (one write to the alarm index each).",
 };
+
+/** Every value of the `by` label of `wasmkeep_alarms_fired_total`. */
+export const ALARM_FIRED_BY = ["owner", "sweep"] as const;
 
 /** The node's own counters, with their help. */
 export const NODE_COUNTERS = {
@@ -66,6 +71,16 @@ export const NODE_COUNTERS = {
   relayedSockets: {
     name: "wasmkeep_websocket_relays_total",
     help: "WebSockets this node relayed to the node that holds their actor.",
+  },
+  alarmsFired: {
+    name: "wasmkeep_alarms_fired_total",
+    help:
+      "Alarms whose on-alarm ran and succeeded here, by what armed them (the owner's timer, or a sweep that found them overdue).",
+  },
+  alarmsRetried: {
+    name: "wasmkeep_alarms_retried_total",
+    help:
+      "Firings of an alarm that failed here (an error, a trap, an event that could not run) and are retried.",
   },
 } as const;
 
@@ -170,6 +185,9 @@ export class NodeCounters {
     for (const code of SOCKET_CLOSE_CODES) {
       metrics.counter(socketCloses.name, socketCloses.help, { code }, 0);
     }
+    const { alarmsFired, alarmsRetried } = NODE_COUNTERS;
+    for (const by of ALARM_FIRED_BY) metrics.counter(alarmsFired.name, alarmsFired.help, { by }, 0);
+    metrics.counter(alarmsRetried.name, alarmsRetried.help, {}, 0);
     for (const className of classes) {
       for (const status of EVENT_STATUS_CLASSES) this.#eventCounter(className, status);
     }
@@ -221,6 +239,18 @@ export class NodeCounters {
   socketClosed(code: number): void {
     const { name, help } = NODE_COUNTERS.socketCloses;
     this.#metrics.counter(name, help, { code: closeCodeLabel(code) });
+  }
+
+  /** An alarm armed `by` the owner's timer or a sweep fired (its on-alarm succeeded). */
+  alarmFired(by: (typeof ALARM_FIRED_BY)[number]): void {
+    const { name, help } = NODE_COUNTERS.alarmsFired;
+    this.#metrics.counter(name, help, { by });
+  }
+
+  /** An alarm's firing failed and is retried. */
+  alarmRetried(): void {
+    const { name, help } = NODE_COUNTERS.alarmsRetried;
+    this.#metrics.counter(name, help);
   }
 
   /** A WebSocket was relayed to the node holding its actor. */

@@ -60,6 +60,10 @@ import { ActorSockets } from "../websockets/actor_sockets.ts";
 import { movedSince } from "../websockets/owner_sweep.ts";
 import { relayedSocketAcceptor, socketOpener, type SocketUpgrade } from "../websockets/upgrade.ts";
 import type { UpgradeAnswer } from "../net/h1/server.ts";
+import { AlarmIndex } from "../alarms/alarm_index.ts";
+import { AlarmTimers } from "../alarms/alarm_timers.ts";
+import { AlarmSweep } from "../alarms/alarm_sweep.ts";
+import { ALARM_SWEEP_MS } from "../limits.ts";
 
 /** What a node is built from besides its options: its seams. */
 export interface NodeSeams {
@@ -131,6 +135,10 @@ export interface NodeParts {
   routing: RequestRouting;
   calls: CallSecurity;
   duties: LeaseDuties;
+  /** The node's timer of alarms (issue 19). */
+  alarmTimers: AlarmTimers;
+  /** The overdue sweep of the alarm index: a lease duty in a cluster, run by the node when standalone. */
+  alarmSweep: AlarmSweep;
   admission: Admission;
   /** Cluster listener connections at most (0 without one). */
   clusterConnections: number;
@@ -348,10 +356,38 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
   const routing = new RequestRouting({
     plane,
     holdsHere: (actor) => host.holds(actor),
-    dispatch: (key, request) => host.dispatch(key, request),
+    dispatch: (key, request, special) => host.dispatch(key, request, special),
     waits,
     log,
   });
+  const alarmTimers = new AlarmTimers({
+    clock,
+    log,
+    fire: (key, due) => routing.routeAlarm(key, due),
+    retryMaxMs: options.alarmRetryMaxMs,
+    onFired: (by) => counters.alarmFired(by),
+    onRetry: () => counters.alarmRetried(),
+  });
+  const alarmSweep = new AlarmSweep({
+    index: new AlarmIndex(bucket),
+    timers: alarmTimers,
+    clock,
+    log,
+    tenants: () => [DEFAULT_TENANT],
+    // A cluster node fires what its owner did not; a standalone one is the
+    // owner of everything, and looks one sweep ahead (after a restart).
+    graceMs: timing ? timing.fenceAfterMs : -ALARM_SWEEP_MS,
+  });
+  metrics.gauge(
+    "wasmkeep_alarms_armed",
+    "Alarms on this node's timer (of actors it holds or last held, or found overdue).",
+    () => alarmTimers.size,
+  );
+  metrics.gauge(
+    "wasmkeep_alarms_overdue",
+    "Alarms on this node's timer whose due time passed (firing, waiting for a retry or a place).",
+    () => alarmTimers.overdue(),
+  );
   // Socket events go to the host directly, in arrival order: the socket is on this node.
   const sockets = new ActorSockets({
     dispatch: (key, request, socket, stillWanted) =>
@@ -480,6 +516,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     onCount: (name, by) => counters.replication(name, by),
     socketsOf: (actor) => sockets.connections(actor),
     onSocketOutput: (message) => sockets.output(message),
+    onAlarmSeen: (actor, due) => alarmTimers.seen(actor, due),
     onExecutorReplaced: (index, unstarted) => {
       counters.executorReplaced();
       host.executorReplaced(index, unstarted);
@@ -489,6 +526,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
   const duties = new LeaseDuties({ clock, log });
   if (plane) {
     duties.add(fencePeers(plane.membership));
+    duties.add(alarmSweep.duty());
     duties.follow(plane.lease);
     // Events already sent may run as long as the renewed lease.
     plane.lease.subscribe({
@@ -523,6 +561,8 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     routing,
     calls,
     duties,
+    alarmTimers,
+    alarmSweep,
     admission,
     clusterConnections,
     identity,

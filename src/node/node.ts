@@ -72,6 +72,8 @@ export class WasmKeepNode {
   #cleaning: Promise<void> | undefined;
   #clusterListener: ClusterListener | undefined;
   #revokeTimer: Timer | undefined;
+  /** A standalone node's alarm sweep, until the node stops. */
+  #standaloneSweep: Promise<void> | undefined;
   /** The owner sweep of the sockets of actors this node no longer holds (a cluster node). */
   #ownerSweepTimer: Timer | undefined;
   /** Trusted certificate fingerprints, recomputed at most every {@linkcode TRUST_SWEEP_MS}. */
@@ -194,6 +196,8 @@ export class WasmKeepNode {
       );
     }
     if (options.cluster) await this.#joinCluster(options.cluster);
+    // In a cluster the sweep is a lease duty; a standalone node runs it until it stops.
+    else this.#standaloneSweep = this.#parts.alarmSweep.run(this.#startAbort.signal);
     readiness.set(undefined);
     log.info("node ready", { node: options.nodeId, url: this.url, bucket: bucketUrl });
   }
@@ -444,6 +448,8 @@ export class WasmKeepNode {
     readiness.stopping();
     log.info("node stopping", { node: options.nodeId, in_flight: host.inFlight });
     this.#startAbort.abort(new Error("the node is stopping"));
+    // No alarm fires here from now on.
+    this.#parts.alarmTimers.stop();
     // Kept requests get their 503 now: this node takes nothing over any more.
     waits.stop();
     // Its actors' sockets close with 1012, and so do the sockets it relays
@@ -470,6 +476,7 @@ export class WasmKeepNode {
     // Connections still open past the grace period are cut, not awaited.
     await Promise.race([serverDone, clock.sleep(SERVER_SHUTDOWN_MS)]);
     await this.#cleaning;
+    await this.#standaloneSweep;
     await bucket.close();
     log.info("node stopped", { node: options.nodeId });
   }

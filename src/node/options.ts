@@ -36,6 +36,8 @@ export interface NodeOptions {
   maxBodyBytes: number;
   /** Largest WebSocket message either way (`--max-socket-message-bytes`); default 1 MiB. */
   maxSocketMessageBytes?: number;
+  /** The ceiling of a failed on-alarm's retry backoff (`--alarm-retry-max-secs`); default 5 minutes. */
+  alarmRetryMaxMs?: number;
   /** Client requests at once (`--max-connections`), before the open-file limit lowers it; default 10,000. */
   maxConnections?: number;
   /** Executor processes; default one per core. */

@@ -499,6 +499,13 @@ export class ActorDatabase {
     ).run(key, value);
   }
 
+  /** Removes a value of WasmKeep's own per-actor facts, if set. */
+  deleteMeta(key: string): void {
+    this.#totalChanges = undefined;
+    this.#lastRowid = undefined;
+    this.#db.prepare(`DELETE FROM ${META_TABLE} WHERE key = ?`).run(key);
+  }
+
   /** The database's page size in bytes. */
   get pageSize(): number {
     this.#pageSize ??= Number(

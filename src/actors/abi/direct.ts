@@ -126,6 +126,8 @@ export type WsMessage = { tag: "text"; val: string } | { tag: "binary"; val: Uin
 export interface ActorExportCalls {
   onInit(): Promise<void>;
   onRequest(request: ActorRequest): Promise<ActorResponse>;
+  /** The alarm is due; its err rejects with the message as `payload`, as on-init's. */
+  onAlarm(): Promise<void>;
   /** A socket opened; `request` is its upgrade request. */
   onWebsocketOpen(connection: bigint, request: ActorRequest): Promise<void>;
   onWebsocketMessage(connection: bigint, message: WsMessage): Promise<void>;
@@ -630,11 +632,34 @@ interface MainExports {
   cabi_realloc: Realloc;
   "on-init": () => number;
   "on-request": (...args: number[]) => number;
+  "on-alarm": () => number;
   "on-websocket-open": (connection: bigint, ...args: number[]) => void;
   "on-websocket-message": (connection: bigint, tag: number, ptr: number, len: number) => void;
   "on-websocket-close": (connection: bigint, code: number, ptr: number, len: number) => void;
   "cabi_post_on-init"?: (ptr: number) => void;
   "cabi_post_on-request"?: (ptr: number) => void;
+  "cabi_post_on-alarm"?: (ptr: number) => void;
+}
+
+/**
+ * Reads a `result<_, string>` an export returned at `ret`, then runs its
+ * post-return; an err throws with the message as `payload`, as jco's glue does.
+ */
+function unitResultOf(
+  guest: Guest,
+  name: string,
+  ret: number,
+  postReturn: ((ptr: number) => void) | undefined,
+): void {
+  const view = guest.view;
+  const tag = view.getUint8(ret);
+  if (tag > 1) throw new Error(`${name} returned a result with the unknown case ${tag}`);
+  const failed = tag === 1;
+  const message = failed
+    ? guest.string(view.getUint32(ret + 4, true), view.getUint32(ret + 8, true))
+    : "";
+  postReturn?.(ret);
+  if (failed) throw Object.assign(new Error(message), { payload: message });
 }
 
 /**
@@ -657,10 +682,12 @@ export function instantiateDirect(
   guest.attach(exports.memory, exports.cabi_realloc);
   const postOnInit = exports["cabi_post_on-init"];
   const postOnRequest = exports["cabi_post_on-request"];
+  const postOnAlarm = exports["cabi_post_on-alarm"];
   // Promising exports run on a stack of their own, which an import that
   // waits (exec-durable, delete-self, call) can suspend.
   const onInit = JSPI.promising(exports["on-init"]);
   const onRequest = JSPI.promising(exports["on-request"]);
+  const onAlarm = JSPI.promising(exports["on-alarm"]);
   const onWebsocketOpen = JSPI.promising(exports["on-websocket-open"]);
   const onWebsocketMessage = JSPI.promising(exports["on-websocket-message"]);
   const onWebsocketClose = JSPI.promising(exports["on-websocket-close"]);
@@ -690,16 +717,10 @@ export function instantiateDirect(
 
   return {
     async onInit(): Promise<void> {
-      const ret = (await onInit()) >>> 0;
-      const view = guest.view;
-      const tag = view.getUint8(ret);
-      if (tag > 1) throw new Error(`on-init returned a result with the unknown case ${tag}`);
-      const failed = tag === 1;
-      const message = failed
-        ? guest.string(view.getUint32(ret + 4, true), view.getUint32(ret + 8, true))
-        : "";
-      postOnInit?.(ret);
-      if (failed) throw Object.assign(new Error(message), { payload: message });
+      unitResultOf(guest, "on-init", (await onInit()) >>> 0, postOnInit);
+    },
+    async onAlarm(): Promise<void> {
+      unitResultOf(guest, "on-alarm", (await onAlarm()) >>> 0, postOnAlarm);
     },
     async onRequest(request: ActorRequest): Promise<ActorResponse> {
       const ret = (await onRequest(...lowerRequest(request))) >>> 0;

@@ -8,7 +8,9 @@
  */
 
 import type { ActorKey } from "../../actors/key.ts";
-import type { ActorRequest, EventOutcome } from "../../actors/protocol.ts";
+import type { ActorRequest, AlarmFiring, EventOutcome } from "../../actors/protocol.ts";
+import type { FireResult } from "../../alarms/alarm_timers.ts";
+import { ALARM_FIRED_STATUS } from "../../alarms/alarm_event.ts";
 import type { CallNotRun } from "../../actors/call_router.ts";
 import type { Logger } from "../../log.ts";
 import { FORWARDED_BY_HEADER } from "../../http/forward.ts";
@@ -25,7 +27,7 @@ export interface RequestRoutingOptions {
   /** Whether this node holds the actor now (ActorHost.holds). */
   holdsHere: (actor: ActorKey) => boolean;
   /** Runs an event here (ActorHost.dispatch): takes the actor if it must. */
-  dispatch: (key: ActorKey, request: ActorRequest) => Promise<EventOutcome>;
+  dispatch: (key: ActorKey, request: ActorRequest, special?: AlarmFiring) => Promise<EventOutcome>;
   /** The node's kept requests. */
   waits: FailoverWaits;
   log: Logger;
@@ -82,6 +84,21 @@ function movedMeanwhile(holder: string): EventOutcome & { kind: "failed" } {
     status: 503,
     message: `the actor moved while this request was routed (last to node ${holder}); retry`,
   };
+}
+
+/** What an alarm's event carries as its request: nothing (the executor runs on-alarm). */
+const ALARM_REQUEST: ActorRequest = {
+  method: "POST",
+  path: "/",
+  query: "",
+  headers: [],
+  body: new Uint8Array(0),
+};
+
+/** How an alarm's event ended, for the node's timer. */
+function alarmResult(outcome: EventOutcome): FireResult {
+  if (outcome.kind !== "response") return "failed";
+  return outcome.response.status === ALARM_FIRED_STATUS ? "fired" : "not-due";
 }
 
 /** The 503 of a kept request that was not served in time. */
@@ -314,6 +331,31 @@ export class RequestRouting {
         return { kind: "not-run", error: lookupFailure(error).message };
       }
     }
+  }
+
+  /**
+   * An alarm's event for `key`, from the entry (or timer) due at `due`:
+   * run here, taking the actor if it is free, as a request would be; left
+   * to the node that holds it (`elsewhere`: that node armed the alarm when
+   * it took the actor). An alarm is never forwarded nor kept for a takeover.
+   */
+  async routeAlarm(key: ActorKey, due: number): Promise<FireResult> {
+    const alarm = { kind: "alarm", due } as const;
+    const cluster = this.#o.plane;
+    if (!cluster) return alarmResult(await this.#o.dispatch(key, ALARM_REQUEST, alarm));
+    if (!cluster.valid()) return "later";
+    let where;
+    try {
+      where = await cluster.route(key, false, this.#o.holdsHere);
+    } catch {
+      return "later";
+    }
+    if (where.kind === "forward" || where.kind === "not-held") return "elsewhere";
+    if (where.kind !== "local") return "later";
+    const outcome = await this.#o.dispatch(key, ALARM_REQUEST, alarm);
+    // Another node won the actor meanwhile: it fires the alarm.
+    if (outcome.kind === "failed" && outcome.heldBy !== undefined) return "elsewhere";
+    return alarmResult(outcome);
   }
 
   /**
