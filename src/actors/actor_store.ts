@@ -40,11 +40,11 @@ export interface ActorStore {
   /** The actor deleted itself: its local database was just wiped. */
   deleted(): void;
   /**
-   * Runs `work` once everything committed so far is as durable as this
-   * store makes it (in the bucket, replicated; at once, local); never when
-   * it does not get there (the actor is then given up).
+   * Resolves once everything committed so far is as durable as this store
+   * makes it (in the bucket, replicated; at once, local); rejects when it
+   * does not get there (the actor is then given up).
    */
-  whenLanded(work: () => void): void;
+  landed(): Promise<void>;
   /** Work that must run before the actor's next event (a periodic snapshot), if any. */
   beforeEvent(db: () => ActorDatabase): Promise<unknown> | undefined;
   /**
@@ -85,8 +85,8 @@ export class LocalStore implements ActorStore {
 
   deleted(): void {}
 
-  whenLanded(work: () => void): void {
-    work();
+  landed(): Promise<void> {
+    return Promise.resolve();
   }
 
   beforeEvent(): undefined {
@@ -149,10 +149,8 @@ export class ReplicatedStore implements ActorStore {
     this.replica.capture(db);
   }
 
-  whenLanded(work: () => void): void {
-    this.replica.uploaded(this.replica.position.txid).then(work, () => {
-      // A failed upload already gave the actor up (onFailure).
-    });
+  landed(): Promise<void> {
+    return this.replica.uploaded(this.replica.position.txid);
   }
 
   deleted(): void {

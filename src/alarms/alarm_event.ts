@@ -9,7 +9,9 @@
  * entry is deleted only once the change landed (so a restore that goes
  * back to the old alarm still finds its entry). A crash in between leaves
  * an extra entry, which fires nothing: an alarm's event checks the actor's
- * own alarm and deletes an entry that is not it.
+ * own alarm and deletes an entry that is not it. An event that changed the
+ * alarm is answered once its commit is in the bucket (as an exec-durable
+ * write is): an alarm acknowledged fires whatever node dies after.
  *
  * @module
  */
@@ -75,14 +77,21 @@ export interface AlarmCommitContext {
   onSet?: () => void;
 }
 
+/** What {@linkcode commitAlarm} did. */
+export interface AlarmCommit {
+  /** Whether the alarm changed (its event's answer waits until the change landed). */
+  changed: boolean;
+  /** Due times of the index entries to delete once the event's commit landed. */
+  stale: number[];
+}
+
 /**
  * Commits what the running event did to the alarm (after its last
  * statement, no transaction open): the new entry listed, then the alarm
- * stored. Resolves with the due times of the entries to delete once the
- * event's commit landed; rejects with {@linkcode AlarmCommitFailure} when
- * the entry could not be written (the alarm is then as it was).
+ * stored. Rejects with {@linkcode AlarmCommitFailure} when the entry could
+ * not be written (the alarm is then as it was).
  */
-export async function commitAlarm(context: AlarmCommitContext): Promise<number[]> {
+export async function commitAlarm(context: AlarmCommitContext): Promise<AlarmCommit> {
   const { alarm } = context;
   const change = alarm.change();
   if (change?.to !== undefined) {
@@ -109,7 +118,7 @@ export async function commitAlarm(context: AlarmCommitContext): Promise<number[]
   } else {
     alarm.discard();
   }
-  return alarm.takeOrphans();
+  return { changed: change !== undefined, stale: alarm.takeOrphans() };
 }
 
 /**

@@ -36,6 +36,7 @@ import type { Bucket } from "../bucket/bucket.ts";
 import { ActorAlarm, storedAlarm } from "../alarms/actor_alarm.ts";
 import { AlarmIndex } from "../alarms/alarm_index.ts";
 import {
+  type AlarmCommit,
   AlarmCommitFailure,
   commitAlarm,
   deleteEntries,
@@ -607,13 +608,10 @@ export class ExecutorRuntime {
       if (db()?.inTransaction) {
         throw new EventFailure(500, "the event ended with a transaction open; it was rolled back");
       }
-      const stale = actor.dead ? [] : await this.#commitAlarm(seq, actor);
+      const alarm = actor.dead ? undefined : await this.#commitAlarm(seq, actor);
       const open = db();
       if (open && !actor.dead) actor.store.committed(open);
-      if (stale.length > 0 && !actor.dead) {
-        const { key: held } = actor;
-        actor.store.whenLanded(() => deleteEntries(this.#alarmIndex, held, stale, this.#log));
-      }
+      if (alarm && !actor.dead) await this.#alarmLanded(seq, actor, alarm);
       if (!actor.dead) {
         this.#post({ type: "done", seq, response, alarm: actor.alarm.stored ?? null });
       } else {
@@ -685,8 +683,32 @@ export class ExecutorRuntime {
     return SOCKET_EVENT_DONE;
   }
 
-  /** Commits the event's alarm change (alarm_event.ts): the stale entries to delete once it landed. */
-  #commitAlarm(seq: number, actor: ResidentActor): Promise<number[]> {
+  /**
+   * After the commit of an event that changed its alarm: the answer waits
+   * until the change is in the bucket (an acknowledged alarm fires whatever
+   * node dies), then the entries it made stale are deleted.
+   */
+  async #alarmLanded(seq: number, actor: ResidentActor, alarm: AlarmCommit): Promise<void> {
+    const landed = actor.store.landed();
+    if (alarm.changed) {
+      try {
+        await this.#suspend(seq, landed);
+      } catch (error) {
+        if (error instanceof EventFailure) throw error;
+        throw new EventFailure(503, "the alarm's change did not reach the bucket; retry");
+      }
+    }
+    if (alarm.stale.length === 0) return;
+    const { key } = actor;
+    landed.then(
+      () => deleteEntries(this.#alarmIndex, key, alarm.stale, this.#log),
+      // A failed upload gave the actor up: its entries stay as its history has them.
+      () => {},
+    );
+  }
+
+  /** Commits the event's alarm change (alarm_event.ts). */
+  #commitAlarm(seq: number, actor: ResidentActor): Promise<AlarmCommit> {
     return commitAlarm({
       key: actor.key,
       alarm: actor.alarm,

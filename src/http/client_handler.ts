@@ -15,6 +15,7 @@ import {
 } from "./unread_body.ts";
 import { withCallHeaders } from "../actors/call_chain.ts";
 import { CALL_HEADERS } from "../security/call_signature.ts";
+import { ALARM_HANDOVER_PATH, decodeHandover, type HandedAlarm } from "../alarms/alarm_handover.ts";
 import { handshakeProblem } from "../websockets/handshake.ts";
 
 /** The header naming the node that answered. */
@@ -90,6 +91,8 @@ export interface ClientHandlerContext {
    * for a request without one.
    */
   verifyCall?(call: SignedRequest): CallVerdict | undefined;
+  /** Arms alarms a peer handed over at its clean stop (a cluster node's; with `verifyCall`). */
+  armAlarms?(alarms: HandedAlarm[]): void;
 }
 
 /** A request as its signature covers it. */
@@ -324,6 +327,41 @@ export function actorTarget(
 }
 
 /**
+ * A peer's hand-over of alarms at its clean stop (src/alarms/alarm_handover.ts):
+ * believed only signed by a node of the cluster, then armed here.
+ */
+async function takeHandover(
+  context: ClientHandlerContext,
+  request: Request,
+  url: URL,
+  declared: string | undefined,
+): Promise<Response> {
+  if (request.method !== "POST") return textResponse(405, "alarms are handed over with POST");
+  let body: Uint8Array;
+  try {
+    body = await readBody(request, declared, context.maxBodyBytes);
+  } catch (error) {
+    return failedAnswer(bodyReadFailure(error, context.maxBodyBytes, () => undefined));
+  }
+  const verdict = context.verifyCall!({
+    method: request.method,
+    path: url.pathname + url.search,
+    body,
+    headers: request.headers,
+  });
+  if (!verdict) return textResponse(403, "alarms are handed over only by a node of the cluster");
+  if (!verdict.ok) return textResponse(verdict.status, verdict.reason);
+  let alarms;
+  try {
+    alarms = decodeHandover(body);
+  } catch (error) {
+    return textResponse(400, (error as Error).message);
+  }
+  context.armAlarms!(alarms);
+  return new Response(null, { status: 204 });
+}
+
+/**
  * Creates the handler of the client listener.
  *
  * @example
@@ -357,6 +395,9 @@ export function createClientHandler(
           headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" },
         }),
       );
+    }
+    if (url.pathname === ALARM_HANDOVER_PATH && context.armAlarms && context.verifyCall) {
+      return withNode(await takeHandover(context, request, url, headers.contentLength));
     }
     if (!url.pathname.startsWith("/actor/")) return withNode(textResponse(404, "not found"));
 

@@ -63,6 +63,7 @@ import type { UpgradeAnswer } from "../net/h1/server.ts";
 import { AlarmIndex } from "../alarms/alarm_index.ts";
 import { AlarmTimers } from "../alarms/alarm_timers.ts";
 import { AlarmSweep } from "../alarms/alarm_sweep.ts";
+import type { HandedAlarm } from "../alarms/alarm_handover.ts";
 import { ALARM_SWEEP_MS } from "../limits.ts";
 
 /** What a node is built from besides its options: its seams. */
@@ -482,6 +483,12 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     streamsBodies: plane !== undefined,
     admit: () => admission.admit(),
     isInternal: (name: string) => internalClasses.has(name),
+    // A peer's clean stop hands its alarms to this node's timer.
+    armAlarms: plane
+      ? (alarms: HandedAlarm[]) => {
+        for (const { key, due } of alarms) alarmTimers.arm(key, due, "owner");
+      }
+      : undefined,
   };
   const verifyCall = (request: Parameters<CallSecurity["verify"]>[0]) => calls.verify(request);
   const handler = createClientHandler({

@@ -10,6 +10,8 @@
  */
 
 import { CLOSE } from "../websockets/actor_sockets.ts";
+import { ALARM_HANDOVER_PATH, handOverAlarms } from "../alarms/alarm_handover.ts";
+import { actorRef } from "../actors/call_chain.ts";
 import { OWNER_SWEEP_MS, sweepMovedActors } from "../websockets/owner_sweep.ts";
 import { type Clock, type Random, systemClock, systemRandom, type Timer } from "../time/clock.ts";
 import { createLogger, type Logger } from "../log.ts";
@@ -468,6 +470,8 @@ export class WasmKeepNode {
     await pool.close();
     // …then the records say the actors are free, for another node to take.
     if (started && (!plane || plane.valid())) await host.releaseAll();
+    // Released: a peer that arms their alarms takes each actor at its due time.
+    if (started && plane?.valid()) await this.#handOverAlarms();
     ownership.close();
     await this.#parts.duties.stop();
     // Last: a released heartbeat frees any record whose release did not land.
@@ -479,6 +483,29 @@ export class WasmKeepNode {
     await this.#standaloneSweep;
     await bucket.close();
     log.info("node stopped", { node: options.nodeId });
+  }
+
+  /** A clean stop hands the alarms on its timer to a live peer (alarm_handover.ts). */
+  async #handOverAlarms(): Promise<void> {
+    const { plane, alarmTimers, clock, log, options } = this.#parts;
+    const peers = plane!.membership.liveNodes().flatMap((view) => {
+      const address = plane!.peers.addressOf(view.heartbeat);
+      return view.nodeId !== options.nodeId && address ? [{ node: view.nodeId, address }] : [];
+    });
+    await handOverAlarms({
+      alarms: alarmTimers.list(),
+      peers,
+      send: async (peer, body, first) =>
+        await plane!.peers.postSigned(
+          peer.address,
+          peer.node,
+          ALARM_HANDOVER_PATH,
+          body,
+          actorRef(first.key),
+        ) === 204,
+      clock,
+      log,
+    });
   }
 }
 

@@ -189,10 +189,18 @@ export async function startNode(
   };
 }
 
-/** Reads one metric's value from a node's `/_wasmkeep/metrics`. */
-export async function metric(url: string, name: string): Promise<number | undefined> {
+/** Reads one metric's value from a node's `/_wasmkeep/metrics` (the first series with `labels`). */
+export async function metric(
+  url: string,
+  name: string,
+  labels: Record<string, string> = {},
+): Promise<number | undefined> {
   const text = await (await fetch(`${url}/_wasmkeep/metrics`)).text();
-  const line = text.split("\n").find((l) => l.startsWith(name + " ") || l.startsWith(name + "{"));
+  const wanted = Object.entries(labels).map(([label, value]) => `${label}="${value}"`);
+  const line = text.split("\n").find((l) =>
+    (l.startsWith(name + " ") || l.startsWith(name + "{")) &&
+    wanted.every((pair) => l.slice(0, l.lastIndexOf(" ")).includes(pair))
+  );
   return line === undefined ? undefined : Number(line.split(" ").pop());
 }
 

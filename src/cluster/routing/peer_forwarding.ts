@@ -242,6 +242,38 @@ export class PeerForwarding {
   }
 
   /**
+   * Sends a node's own signed `POST` to a peer (not an actor's event: the
+   * alarms of a clean stop's hand-over), once: the peer's status, or
+   * `undefined` when it did not answer. `caller` is an actor the message
+   * is about, as a call's signature names one.
+   */
+  async postSigned(
+    address: string,
+    node: string,
+    path: string,
+    body: Uint8Array,
+    caller: string,
+  ): Promise<number | undefined> {
+    if (!this.#o.signCall) return undefined;
+    const signature = this.#o.signCall({
+      targetNode: node,
+      method: "POST",
+      path,
+      body,
+      caller,
+      chain: [],
+    });
+    const result = await this.#forwarderFor(address).forward(address, {
+      method: "POST",
+      path,
+      headers: signature,
+      body,
+    }).catch(() => undefined);
+    if (result?.kind !== "response") return undefined;
+    return result.status;
+  }
+
+  /**
    * Sends an actors.call's event to the node holding its actor, signed,
    * once: the callee's answer, or the error its caller gets. A call that may
    * have been written is never sent again.
