@@ -46,6 +46,7 @@ const targets: Target[] = [
   { out: "examples/counter/counter.wasm", sources: ["examples/counter/counter.c", SDK] },
   { out: "examples/kv/kv.wasm", sources: ["examples/kv/kv.c", SDK] },
   { out: "examples/chat/chat.wasm", sources: ["examples/chat/chat.c", SDK] },
+  { out: "examples/reminder/reminder.wasm", sources: ["examples/reminder/reminder.c", SDK] },
   { out: `${FIXTURES}/testbed.wasm`, sources: [`${FIXTURES}/testbed.c`, SDK] },
   {
     out: `${FIXTURES}/testbed_init_fails.wasm`,

@@ -39,6 +39,8 @@ export const ROOT: string = new URL("../../", import.meta.url).pathname;
 export const COUNTER_WASM: string = `${ROOT}examples/counter/counter.wasm`;
 /** The example chat room (examples/chat), as a path. */
 export const CHAT_WASM: string = `${ROOT}examples/chat/chat.wasm`;
+/** The example reminder: an alarm that counts its firings (issue 19). */
+export const REMINDER_WASM: string = `${ROOT}examples/reminder/reminder.wasm`;
 /** The key-value example component. */
 export const KV_WASM: string = `${ROOT}examples/kv/kv.wasm`;
 /** The host's test component. */
@@ -202,6 +204,12 @@ export async function metric(
     wanted.every((pair) => l.slice(0, l.lastIndexOf(" ")).includes(pair))
   );
   return line === undefined ? undefined : Number(line.split(" ").pop());
+}
+
+/** The peak resident memory of process `pid` so far, in bytes (VmHWM). */
+export function peakRss(pid: number): number {
+  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+  return Number(status.match(/^VmHWM:\s+(\d+) kB/m)![1]) * 1024;
 }
 
 /** The processes descended from `pid`, read from /proc. */

@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import { type Closed, openSocket } from "../helpers/websocket_client.ts";
-import { metric, TESTBED_WASM, withNode } from "../helpers/node_process.ts";
+import { metric, peakRss, TESTBED_WASM, withNode } from "../helpers/node_process.ts";
 import { scratchDir, startClusterNode } from "../helpers/cluster.ts";
 import { bucketOpenImportMap } from "../helpers/bucket_open_map.ts";
 import { encodeFrame, FrameReader, OPCODE, readClose } from "../../src/websockets/frames.ts";
@@ -265,12 +265,6 @@ async function rawUpgrade(port: number, path: string): Promise<Deno.TcpConn> {
 
 /** A client's mask key (RFC 6455 asks for a random one; any does for the test). */
 const MASK = new Uint8Array([1, 2, 3, 4]);
-
-/** The peak resident memory of process `pid` so far, in bytes (VmHWM). */
-function peakRss(pid: number): number {
-  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
-  return Number(status.match(/^VmHWM:\s+(\d+) kB/m)![1]) * 1024;
-}
 
 Deno.test("websockets: a message its actor's full queue cannot take closes its socket with 1013, not lost unannounced", async () => {
   await withNode([
