@@ -23,7 +23,7 @@
  */
 
 import { flag, startBenchNode, stopAll } from "./processes.ts";
-import { startCountingProxy, type RequestCounts } from "./counting_proxy.ts";
+import { type RequestCounts, startCountingProxy } from "./counting_proxy.ts";
 import { startMoto } from "../test/helpers/moto.ts";
 import { openBucket } from "../src/bucket/open.ts";
 import { alarmKey } from "../src/bucket/keys.ts";
@@ -105,7 +105,8 @@ async function main(): Promise<void> {
       each(actors, PARALLEL, async (i) => void await ok(`${actor(i)}/alarm?${due + i}`))
     );
     // Moved to fire now, one event each again: the firing's own requests follow.
-    const soon = Date.now() + 2_000;
+    // Far enough ahead that every move is done before the first fires.
+    const soon = Date.now() + 2 * set.took + 2_000;
     await each(actors, PARALLEL, async (i) => void await ok(`${actor(i)}/alarm?${soon}`));
     await sleep(Math.max(0, soon - Date.now() - 500));
     const fired = await window(async () => {

@@ -48,6 +48,7 @@ export class Draws {
   readonly clocks: Random;
   readonly bucket: Random;
   readonly sockets: Random;
+  readonly alarms: Random;
 
   constructor(seed: number) {
     const stream = (s: number) => seededRandom(streamSeed(seed, s));
@@ -63,6 +64,7 @@ export class Draws {
     this.clocks = stream(Stream.Clocks);
     this.bucket = stream(Stream.Bucket);
     this.sockets = stream(Stream.Sockets);
+    this.alarms = stream(Stream.Alarms);
   }
 }
 

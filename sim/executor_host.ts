@@ -68,14 +68,14 @@ import { crashClose, keepClosedCopy, readIfPresent } from "./disk.ts";
 const CREATE_TABLE =
   "CREATE TABLE IF NOT EXISTS w (id INTEGER PRIMARY KEY, gen INTEGER, node TEXT)";
 
-/** What an event does. */
+/** What a client's event does, in the mix a seed draws. */
 export type OpKind = "read" | "write" | "durable" | "delete";
 
-/** One event of the simulated actor: its kind, and the id a write inserts. */
-export interface Op {
-  kind: OpKind;
-  id: number;
-}
+/**
+ * One event of the simulated actor: its kind, and the id a write inserts;
+ * an `alarm` sets the actor's alarm to `at` (the alarm clients').
+ */
+export type Op = { kind: OpKind; id: number } | { kind: "alarm"; id: number; at: number };
 
 /**
  * How a client sends `op`: its method, and the path after the actor's with
@@ -88,16 +88,20 @@ export interface Op {
  * ```
  */
 export function opTarget(op: Op): { method: "GET" | "POST"; path: string } {
-  return { method: op.kind === "read" ? "GET" : "POST", path: `/${op.kind}?id=${op.id}` };
+  const at = op.kind === "alarm" ? `&at=${op.at}` : "";
+  return { method: op.kind === "read" ? "GET" : "POST", path: `/${op.kind}?id=${op.id}${at}` };
 }
 
 /** The op a request carries. */
 export function opOf(request: ActorRequest): Op {
-  const kind = request.path.slice(1) as OpKind;
+  const kind = request.path.slice(1);
+  const query = new URLSearchParams(request.query);
+  const id = Number(query.get("id"));
+  if (kind === "alarm") return { kind, id, at: Number(query.get("at")) };
   if (!["read", "write", "durable", "delete"].includes(kind)) {
     throw new Error(`not a simulated op: ${request.path}`);
   }
-  return { kind, id: Number(request.query.slice("id=".length)) };
+  return { kind: kind as OpKind, id };
 }
 
 /** The simulated actor's class, as the node sends it to its executors. */
@@ -121,6 +125,8 @@ export interface ActorObserver {
   committed(actor: ActorKey, generation: number, op: Op): void;
   /** The actor deleted itself. */
   deleted(actor: ActorKey, generation: number): void;
+  /** An on-alarm ran to its end for the alarm due at `due` (its commit follows). */
+  alarmFired(actor: ActorKey, generation: number, due: number): void;
 }
 
 /** How a deliberately broken variant changes replication (sim/variants.ts). */
@@ -151,13 +157,16 @@ export interface SimExecutorsOptions {
   /** Reads what the store holds at `key` without a call (for `trust-local`). */
   peek: (key: string) => Uint8Array | undefined;
   broken?: ReplicationBreak;
-  /** Told of each event as the pool sends it, before the executor gets it. */
+  /** Told of each event as the pool sends it, before the executor gets it (`alarm`: an alarm's). */
   onEvent?: (
     actor: ActorKey,
     generation: number,
     request: ActorRequest,
     socket: SocketEvent | undefined,
+    alarm: number | undefined,
   ) => void;
+  /** Alarms whose due time is a multiple of this fail their first two firings (a trap). */
+  alarmFailEvery?: number;
 }
 
 /**
@@ -248,7 +257,13 @@ class SimExecutor implements ExecutorChannel {
 
   send(message: ToExecutor): void {
     if (message.type === "event") {
-      this.#o.onEvent?.(message.actor, message.generation, message.request, message.socket);
+      this.#o.onEvent?.(
+        message.actor,
+        message.generation,
+        message.request,
+        message.socket,
+        message.alarm,
+      );
     }
     // Checked and copied as a frame would be: nothing is shared across the boundary.
     const copy = toExecutorMessage(acrossTheBoundary(message as unknown as Plain));
@@ -372,6 +387,9 @@ class SimExecutor implements ExecutorChannel {
  * reported as it happens.
  */
 class SimProgram {
+  /** Failed firings so far, by `actor due`. */
+  readonly #alarmFailures = new Map<string, number>();
+
   constructor(
     readonly o: SimExecutorsOptions,
     readonly generationOf: (id: string) => number,
@@ -397,7 +415,22 @@ class SimProgram {
     };
     return {
       onInit: () => Promise.resolve(),
-      onAlarm: () => Promise.resolve(),
+      onAlarm: () => {
+        const generation = this.generationOf(id);
+        observer.runs(key, generation);
+        const due = Number(imports.alarmGet());
+        const every = this.o.alarmFailEvery;
+        const attempt = `${id} ${due}`;
+        const failed = this.#alarmFailures.get(attempt) ?? 0;
+        if (every !== undefined && due % every === 0 && failed < 2) {
+          this.#alarmFailures.set(attempt, failed + 1);
+          // Bounded: only the attempts of alarms still failing are kept.
+          if (this.#alarmFailures.size > 10_000) this.#alarmFailures.clear();
+          throw new Error(`on-alarm of ${id} fails its attempt ${failed + 1}`);
+        }
+        observer.alarmFired(key, generation, due);
+        return Promise.resolve();
+      },
       onWebsocketOpen: () => Promise.resolve(socketEvent()),
       // Each message is echoed on its socket: its client counts what came back.
       onWebsocketMessage: (connection, message) => {
@@ -443,6 +476,10 @@ class SimProgram {
           case "delete":
             await imports.deleteSelf();
             observer.deleted(key, generation);
+            break;
+          case "alarm":
+            // Answered once the alarm is in the bucket (the event's commit waits for it).
+            imports.alarmSet(BigInt(op.at));
             break;
         }
         return { status: 200, headers, body: new Uint8Array() };

@@ -89,6 +89,12 @@ export interface Swarm {
    * node may take elsewhere), and the mean gap between a client's messages.
    */
   sockets: { clients: number; rooms: number; messageGapMs: number };
+  /**
+   * Clients that set alarms (0: none), each one every `gapMs` on average,
+   * due from 5 s before to 30 s after it is sent; alarms whose due time is
+   * a multiple of `failEvery` ms fail their first two firings.
+   */
+  alarms: { setters: number; gapMs: number; failEvery: number };
 }
 
 /** Counts of what happened. */
@@ -169,6 +175,10 @@ export interface Stats {
   socketEchoes: number;
   /** How the clients' sockets closed, by code. */
   socketCloses: Record<string, number>;
+  /** Alarm sets acknowledged, successful on-alarms, and firings again of one alarm (each explained by a fault). */
+  alarmsSet: number;
+  alarmsFired: number;
+  alarmRefirings: number;
 }
 
 /** The outcome of one run. */
@@ -206,6 +216,7 @@ export const Stream = {
   Peers: 10,
   Waits: 11,
   Sockets: 12,
+  Alarms: 13,
 } as const;
 
 /** The seed of one sub-stream of a run's seed. */
@@ -255,6 +266,12 @@ export function drawSwarm(r: Random, nodesOverride: number | undefined): Swarm {
       clients: r.next() < 0.75 ? 1 + Math.floor(r.next() * 8) : 0,
       rooms: 1 + Math.floor(r.next() * 3),
       messageGapMs: 200 + r.next() * 20_000,
+    },
+    // After sockets, for the same reason.
+    alarms: {
+      setters: r.next() < 0.75 ? 1 + Math.floor(r.next() * 3) : 0,
+      gapMs: 500 + r.next() * 10_000,
+      failEvery: 2 + Math.floor(r.next() * 4),
     },
   };
 }
@@ -329,5 +346,8 @@ export function noStats(): Stats {
     socketMessagesSent: 0,
     socketEchoes: 0,
     socketCloses: {},
+    alarmsSet: 0,
+    alarmsFired: 0,
+    alarmRefirings: 0,
   };
 }

@@ -54,6 +54,11 @@ export interface Variant {
    * record, and the read before a message says the room did not move.
    */
   socketsIgnoreMoves?: boolean;
+  /**
+   * The alarm sweep's grace (the node's `alarmSweepGraceMs`): 0 fires every
+   * overdue alarm at once, its owner alive or not.
+   */
+  alarmSweepGraceMs?: number;
   /** The invariants expected to catch it (any violation counts as caught). */
   caughtBy: string[];
   /**
@@ -220,5 +225,14 @@ export const VARIANTS: Record<string, Variant> = {
     caughtBy: ["socket-after-move"],
     // 5 % of seeds 1-60 (7, 22, 44), the longest run without 22.
     bound: 25,
+  },
+  "alarm-sweep-early": {
+    name: "alarm-sweep-early",
+    description: "the alarm sweep fires every overdue alarm it lists at once, instead of only " +
+      "those overdue by more than a lease period plus grace: a live owner's alarm is taken " +
+      "from it (the actor moved to the sweeping node) instead of fired by the owner",
+    alarmSweepGraceMs: 0,
+    caughtBy: ["alarm-swept-early"],
+    bound: 10,
   },
 };

@@ -45,6 +45,8 @@ export class Workload {
   /** The node whose executor ran each client op (by op id): each runs at most once. */
   readonly #ranBy = new Map<number, string>();
   #nextWriteId = 0;
+  /** Told of each delete sent (a delete takes the actor's alarm with it). */
+  onDeleteSent: ((actorId: string) => void) | undefined;
 
   constructor(
     readonly ctx: SimContext,
@@ -108,6 +110,11 @@ export class Workload {
     void this.#request(node, actor, this.#drawOp(), between(c, 0.2, 2), patienceMs);
   }
 
+  /** An alarm set for `actor` at `at`, sent to `node` (an alarm client's); whether it was acknowledged. */
+  setAlarmVia(node: SimNode, actor: SimActor, at: number): Promise<boolean> {
+    return this.#request(node, actor, { kind: "alarm", id: ++this.#nextWriteId, at }, 1);
+  }
+
   /** A read of `actor` sent to `node` (a socket client's look at its room). */
   readVia(node: SimNode, actor: SimActor): void {
     void this.#request(node, actor, { kind: "read", id: ++this.#nextWriteId }, 1);
@@ -136,6 +143,7 @@ export class Workload {
     patienceMs?: number,
   ): Promise<boolean> {
     this.ctx.stats.requests++;
+    if (op.kind === "delete") this.onDeleteSent?.(actor.id);
     const proc = node.current;
     if (!proc || proc.dead || proc.state !== "serving") {
       this.ctx.stats.refused++;

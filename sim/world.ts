@@ -54,6 +54,7 @@ import { type ActorObserver, opOf, simClass, SimExecutors } from "./executor_hos
 import { serveConnection } from "./http_server.ts";
 import { simSocketUpgrade } from "./sockets.ts";
 import { SocketClients } from "./socket_clients.ts";
+import { SimAlarms } from "./alarms.ts";
 import { Invariants } from "./invariants.ts";
 import { type LinkState, SimNetwork } from "./network.ts";
 import { SimNode, SimProcess } from "./processes.ts";
@@ -143,6 +144,7 @@ class World implements SimContext {
   readonly #durationMs: number;
   readonly #quietAt: number;
   readonly #socketClients: SocketClients;
+  readonly #alarms: SimAlarms;
 
   constructor(options: SimOptions) {
     this.options = options;
@@ -185,6 +187,12 @@ class World implements SimContext {
       this.#quietAt + QUIET_MS / 2,
       (node, room) => this.#workload.readVia(node, room),
     );
+    this.#alarms = new SimAlarms(
+      this,
+      this.#quietAt,
+      (node, actor, at) => this.#workload.setAlarmVia(node, actor, at),
+    );
+    this.#workload.onDeleteSent = (actorId) => this.#alarms.deleteSent(actorId);
     this.#faults = new Faults(this, this.#weather, {
       start: (node) => void this.#start(node),
       stop: (proc) => void this.#stop(proc),
@@ -238,6 +246,7 @@ class World implements SimContext {
       }
       if (!this.#violation) this.#workload.checkUnanswered(true);
       if (!this.#violation) await this.#invariants.checkChains(true);
+      if (!this.#violation) this.#alarms.checkFired();
     } catch (e) {
       this.fail("simulator-error", `the simulation threw: ${describeError(e, "named")}`);
     } finally {
@@ -320,6 +329,7 @@ class World implements SimContext {
       () => this.#workload.clientStep(),
     );
     this.#socketClients.start();
+    this.#alarms.start();
     this.sched.at(this.#quietAt, () => this.#faults.beginQuiet());
   }
 
@@ -394,11 +404,12 @@ class World implements SimContext {
       peek: (key) => this.store.shadow.get(key),
       broken: this.variant?.replication,
       // Each event as the pool sends it: the node's lease, and one holder.
-      onEvent: (actor, generation, request, socket) => {
+      onEvent: (actor, generation, request, socket, alarm) => {
         this.#invariants.actorEvent(proc, actor, generation);
         if (socket) this.#invariants.socketEvent(proc, actor, generation, socket);
-        else this.#workload.opRuns(proc, opOf(request).id);
+        else if (alarm === undefined) this.#workload.opRuns(proc, opOf(request).id);
       },
+      alarmFailEvery: this.swarm.alarms.failEvery,
     });
     const seams: NodeSeams = {
       clock,
@@ -430,6 +441,7 @@ class World implements SimContext {
         answerTimeoutMs: this.variant?.answerTimeoutMs,
         holders: this.variant?.holders === "sticky" ? () => new StickyHolders() : undefined,
         socketsIgnoreMoves: this.variant?.socketsIgnoreMoves,
+        alarmSweepGraceMs: this.variant?.alarmSweepGraceMs,
         // The broken variant: an actor is free once its holder is not live in this view.
         takeRule: this.variant?.takeRule === "not-live"
           ? (plane) => (record) => !plane.membership.isLive(record.node)
@@ -500,6 +512,8 @@ class World implements SimContext {
     plane?.lease.subscribe({
       changed: (valid, cause) => {
         this.log(proc.name, valid ? "lease valid" : `lease not valid (${cause})`);
+        // Its actors are dropped, uploads not waited for: an alarm may fire again.
+        if (!valid) this.#alarms.fault(proc);
         if (!valid && cause === "expired" && proc.state === "serving") this.stats.leaseExpiries++;
       },
       lost: (reason) => {
@@ -509,6 +523,22 @@ class World implements SimContext {
         proc.readySince = undefined;
       },
     });
+    const gaveUp = host.gaveUp.bind(host);
+    host.gaveUp = (actor, generation) => {
+      this.#alarms.fault(proc);
+      gaveUp(actor, generation);
+    };
+    const executorReplaced = host.executorReplaced.bind(host);
+    host.executorReplaced = (index, unstarted) => {
+      this.#alarms.fault(proc);
+      executorReplaced(index, unstarted);
+    };
+    const timers = proc.parts.alarmTimers;
+    const arm = timers.arm.bind(timers);
+    timers.arm = (key, due, source) => {
+      if (source === "sweep") this.#alarms.swept(proc, key, due);
+      arm(key, due, source);
+    };
     const dispatch = host.dispatch.bind(host);
     host.dispatch = async (key, ...rest) => {
       const span = proc.dispatchStarts(actorKeyString(key), this.sched.now);
@@ -681,6 +711,7 @@ class World implements SimContext {
         else this.stats.plainWrites++;
         this.data.committed(actorKeyString(actor), op);
       },
+      alarmFired: (actor, generation, due) => this.#alarms.fired(proc, actor, generation, due),
       deleted: (actor, generation) => {
         this.stats.deletes++;
         this.data.deleted(actorKeyString(actor));

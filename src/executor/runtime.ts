@@ -689,6 +689,7 @@ export class ExecutorRuntime {
    * node dies), then the entries it made stale are deleted.
    */
   async #alarmLanded(seq: number, actor: ResidentActor, alarm: AlarmCommit): Promise<void> {
+    if (!alarm.changed && alarm.stale.length === 0) return;
     const landed = actor.store.landed();
     if (alarm.changed) {
       try {

@@ -108,6 +108,8 @@ export interface NodeSeams {
      * read before a message says it did not move.
      */
     socketsIgnoreMoves?: boolean;
+    /** The alarm sweep's grace instead of the lease period plus grace. */
+    alarmSweepGraceMs?: number;
   };
 }
 
@@ -377,7 +379,8 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     tenants: () => [DEFAULT_TENANT],
     // A cluster node fires what its owner did not; a standalone one is the
     // owner of everything, and looks one sweep ahead (after a restart).
-    graceMs: timing ? timing.fenceAfterMs : -ALARM_SWEEP_MS,
+    graceMs: seams.planted?.alarmSweepGraceMs ??
+      (timing ? timing.fenceAfterMs : -ALARM_SWEEP_MS),
   });
   metrics.gauge(
     "wasmkeep_alarms_armed",

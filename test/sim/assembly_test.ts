@@ -65,6 +65,7 @@ Deno.test("sim: a clean stop in the simulator gives the executors the real pool'
       read: noop,
       committed: noop,
       deleted: noop,
+      alarmFired: noop,
     },
     peek: () => undefined,
   });
