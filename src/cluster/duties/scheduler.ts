@@ -1,7 +1,7 @@
 /**
  * Duties of a node that run only while its lease is valid: work that acts
- * for the cluster on what this node sees (fencing peers; next, the alarms'
- * overdue sweep, drain hand-over and move requests), which a node whose
+ * for the cluster on what this node sees (fencing peers, the alarms'
+ * overdue sweep; next, drain hand-over and move requests), which a node whose
  * lease lapsed must stop at once, since another node may by then act on the
  * same things. One scheduler starts every duty when the lease becomes
  * valid and aborts it when the lease lapses (or the node stops), on the
