@@ -11,6 +11,7 @@ import { openSocket, type TestSocket } from "../helpers/websocket_client.ts";
 import { scratchDir, startClusterNode } from "../helpers/cluster.ts";
 import { startMoto } from "../helpers/moto.ts";
 import { CHAT_WASM, metric } from "../helpers/node_process.ts";
+import { until } from "../helpers/until.ts";
 
 const CHAT = ["--actor", `chat=${CHAT_WASM}`];
 
@@ -25,14 +26,6 @@ async function received(client: TestSocket, count: number): Promise<(string | Ui
   const messages: (string | Uint8Array)[] = [];
   for (let i = 0; i < count; i++) messages.push(await client.next());
   return messages;
-}
-
-async function until(what: string, check: () => Promise<boolean>, ms = 15_000) {
-  const deadline = Date.now() + ms;
-  while (!await check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 Deno.test("examples/chat: one room through two nodes on moto, every message to everyone in one order, counted and kept across hibernation and a move", async () => {

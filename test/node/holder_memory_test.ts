@@ -15,6 +15,7 @@ import {
   OWNER_READS_FILE_VARIABLE,
   ownerReads,
 } from "../helpers/counting_bucket_open.ts";
+import { until } from "../helpers/until.ts";
 
 const TESTBED = ["--actor", `testbed=${TESTBED_WASM}`];
 
@@ -32,14 +33,6 @@ async function rows(via: NodeProcess, actor: string): Promise<[number, string | 
   const answer = await request(`${via.url}/actor/testbed/${actor}/rows`);
   assert.equal(answer.status, 200, answer.body);
   return [Number(answer.body), answer.node];
-}
-
-async function until(what: string, check: () => Promise<boolean>, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 Deno.test("holders remembered: 1,000 forwarded requests read the ownership record at most once", async () => {
@@ -123,7 +116,7 @@ Deno.test("holders remembered: after the holder's hibernation, its clean stop, i
     await until("the actor taken over after a's fence", async () => {
       const answer = await request(`${b.url}/actor/testbed/x/rows`);
       return answer.status === 200 && answer.node === "b";
-    });
+    }, 30_000);
     assert.equal(await insert(b, "x", "after-fence"), "b");
     written++;
     const [final, node] = await rows(b, "x");

@@ -13,17 +13,10 @@ import { FileBucket } from "../../src/bucket/file.ts";
 import { decodeOwnerRecord, type OwnerRecord } from "../../src/cluster/ownership.ts";
 import { scratchDir, startClusterNode } from "../helpers/cluster.ts";
 import { metric, type NodeProcess, TESTBED_WASM } from "../helpers/node_process.ts";
+import { until } from "../helpers/until.ts";
 
 const ACTORS = ["--actor", `testbed=${TESTBED_WASM}`];
 const RECORD = "owners/default/testbed/room";
-
-async function until(what: string, check: () => Promise<boolean>, ms = 15_000) {
-  const deadline = Date.now() + ms;
-  while (!await check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 /**
  * Nodes a and b on one file bucket, hibernating idle actors after 1 s;
