@@ -86,11 +86,17 @@ export class AlarmTimers {
   readonly #maxFiring: number;
   readonly #maxArmed: number;
   readonly #armed = new Map<string, Armed>();
-  /** Armed alarms whose time came, waiting for a place among those firing. */
-  #ready: Armed[] = [];
+  /**
+   * The armed alarms by the time each fires next, earliest first: each
+   * firing and each timer takes from its top, so neither looks at every
+   * alarm armed. An alarm re-armed or disarmed leaves its old place behind,
+   * skipped when it comes up.
+   */
+  #queue = new TimeQueue();
   #firing = 0;
   #timer: Timer | undefined;
-  #timerAt = Infinity;
+  /** When the timer fires; Infinity while none is set. */
+  #timerDue = Infinity;
   #stopped = false;
   #warnedFull = false;
 
@@ -162,7 +168,7 @@ export class AlarmTimers {
     }
     const armed: Armed = { key, id, due, at: due, failures: 0, source, firing: false };
     this.#armed.set(id, armed);
-    this.#schedule(due);
+    this.#schedule(armed);
   }
 
   /** Makes room for an alarm due at `due` by forgetting the latest one, if later. */
@@ -184,40 +190,45 @@ export class AlarmTimers {
     return true;
   }
 
-  #schedule(at: number): void {
-    if (this.#stopped || at >= this.#timerAt) return;
+  /** Queues `armed` at its `at`, and brings the timer forward to it if it is the earliest. */
+  #schedule(armed: Armed): void {
+    this.#queue.push(armed.at, armed);
+    // Places left behind are dropped once they outnumber the alarms.
+    if (this.#queue.size > 2 * this.#armed.size + 1024) {
+      this.#queue = TimeQueue.of([...this.#armed.values()].filter((a) => !a.firing));
+    }
+    this.#timerAt(armed.at);
+  }
+
+  #timerAt(at: number): void {
+    if (this.#stopped || at >= this.#timerDue) return;
     this.#timer?.cancel();
-    this.#timerAt = at;
+    this.#timerDue = at;
     this.#timer = this.#o.clock.setTimer(Math.max(0, at - this.#o.clock.now()), () => {
       this.#timer = undefined;
-      this.#timerAt = Infinity;
-      this.#tick();
+      this.#timerDue = Infinity;
+      this.#pump();
     });
   }
 
-  /** Moves the alarms whose time came to the ready queue, fires what fits, and sets the next timer. */
-  #tick(): void {
+  /** Fires the alarms whose time came, earliest first, as many as fit; sets the timer for the next. */
+  #pump(): void {
     if (this.#stopped) return;
     const now = this.#o.clock.now();
-    let next = Infinity;
-    const queued = new Set(this.#ready);
-    for (const armed of this.#armed.values()) {
-      if (armed.firing || queued.has(armed)) continue;
-      if (armed.at <= now) this.#ready.push(armed);
-      else if (armed.at < next) next = armed.at;
-    }
-    this.#ready.sort((a, b) => a.at - b.at);
-    this.#pump();
-    if (next < Infinity) this.#schedule(next);
-  }
-
-  #pump(): void {
-    while (!this.#stopped && this.#firing < this.#maxFiring && this.#ready.length > 0) {
-      const armed = this.#ready.shift()!;
-      // Disarmed or replaced while it waited.
-      if (this.#armed.get(armed.id) !== armed) continue;
+    while (this.#firing < this.#maxFiring) {
+      const next = this.#queue.peek();
+      if (!next) return;
+      const { at, armed } = next;
+      // Disarmed, replaced, re-armed at another time, or firing already.
+      if (this.#armed.get(armed.id) !== armed || armed.at !== at || armed.firing) {
+        this.#queue.pop();
+        continue;
+      }
+      if (at > now) return this.#timerAt(at);
+      this.#queue.pop();
       this.#fire(armed);
     }
+    // Full: the next firing's end pumps again.
   }
 
   #fire(armed: Armed): void {
@@ -249,7 +260,7 @@ export class AlarmTimers {
           // Still this entry: the actor's alarm is this one, not due yet by
           // the executor's reading of the clock. Tried again at its time.
           armed.at = Math.max(armed.due, this.#o.clock.now() + EARLY_REFIRE_MS);
-          this.#schedule(armed.at);
+          this.#schedule(armed);
           break;
         case "failed":
         case "later": {
@@ -260,11 +271,59 @@ export class AlarmTimers {
           const attempt = Math.max(1, armed.failures);
           const backoff = Math.min(ALARM_FIRST_RETRY_MS * 2 ** (attempt - 1), this.#retryMaxMs);
           armed.at = this.#o.clock.now() + backoff;
-          this.#schedule(armed.at);
+          this.#schedule(armed);
           break;
         }
       }
     }
     this.#pump();
+  }
+}
+
+/** A binary min-heap of alarms by a time. */
+class TimeQueue {
+  readonly #heap: { at: number; armed: Armed }[] = [];
+
+  static of(alarms: Armed[]): TimeQueue {
+    const queue = new TimeQueue();
+    for (const armed of alarms) queue.push(armed.at, armed);
+    return queue;
+  }
+
+  get size(): number {
+    return this.#heap.length;
+  }
+
+  peek(): { at: number; armed: Armed } | undefined {
+    return this.#heap[0];
+  }
+
+  push(at: number, armed: Armed): void {
+    const heap = this.#heap;
+    heap.push({ at, armed });
+    let i = heap.length - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (heap[parent].at <= heap[i].at) break;
+      [heap[parent], heap[i]] = [heap[i], heap[parent]];
+      i = parent;
+    }
+  }
+
+  pop(): void {
+    const heap = this.#heap;
+    const last = heap.pop()!;
+    if (heap.length === 0) return;
+    heap[0] = last;
+    let i = 0;
+    while (true) {
+      const left = 2 * i + 1, right = left + 1;
+      let least = i;
+      if (left < heap.length && heap[left].at < heap[least].at) least = left;
+      if (right < heap.length && heap[right].at < heap[least].at) least = right;
+      if (least === i) return;
+      [heap[least], heap[i]] = [heap[i], heap[least]];
+      i = least;
+    }
   }
 }
