@@ -24,6 +24,8 @@ import type { Logger } from "../log.ts";
 import type { ActorAlarm } from "./actor_alarm.ts";
 import { storeAlarm } from "./actor_alarm.ts";
 import type { AlarmIndex } from "./alarm_index.ts";
+import { EventFailure } from "../executor/event_failure.ts";
+import { actorKeyString } from "../actors/key.ts";
 
 /** An alarm's event ran `on-alarm`, which succeeded. */
 export const ALARM_FIRED_STATUS = 200;
@@ -31,14 +33,6 @@ export const ALARM_FIRED_STATUS = 200;
 export const ALARM_NOT_DUE_STATUS = 204;
 
 const empty = (status: number): ActorResponse => ({ status, headers: [], body: new Uint8Array(0) });
-
-/** Raised when an event's alarm cannot be committed: the event fails with `status`. */
-export class AlarmCommitFailure extends Error {
-  constructor(readonly status: number, message: string) {
-    super(message);
-    this.name = "AlarmCommitFailure";
-  }
-}
 
 /**
  * Runs an alarm's event for an entry due at `entryDue`: `on-alarm` if the
@@ -88,7 +82,7 @@ export interface AlarmCommit {
 /**
  * Commits what the running event did to the alarm (after its last
  * statement, no transaction open): the new entry listed, then the alarm
- * stored. Rejects with {@linkcode AlarmCommitFailure} when the entry could
+ * stored. Rejects with {@linkcode EventFailure} when the entry could
  * not be written (the alarm is then as it was).
  */
 export async function commitAlarm(context: AlarmCommitContext): Promise<AlarmCommit> {
@@ -96,10 +90,10 @@ export async function commitAlarm(context: AlarmCommitContext): Promise<AlarmCom
   const change = alarm.change();
   if (change?.to !== undefined) {
     if (!context.index) {
-      throw new AlarmCommitFailure(500, "this executor has no bucket to list the alarm in");
+      throw new EventFailure(500, "this executor has no bucket to list the alarm in");
     }
     const listing = context.index.put(change.to, context.key).catch(() => {
-      throw new AlarmCommitFailure(
+      throw new EventFailure(
         503,
         "the bucket did not take the alarm's index entry; the alarm is unchanged; retry",
       );
@@ -107,7 +101,7 @@ export async function commitAlarm(context: AlarmCommitContext): Promise<AlarmCom
     // The event's own limit (a 504) passes through as it is.
     await context.suspend(listing);
     if (context.dead()) {
-      throw new AlarmCommitFailure(503, "the actor was given up while its alarm was listed; retry");
+      throw new EventFailure(503, "the actor was given up while its alarm was listed; retry");
     }
   }
   if (change) {
@@ -135,7 +129,7 @@ export function deleteEntries(
   for (const due of new Set(dues)) {
     index.delete(due, key).catch((error) =>
       log.warn("could not delete an alarm's old index entry; it is deleted when it comes due", {
-        actor: `${key.tenant}/${key.class}/${key.name}`,
+        actor: actorKeyString(key),
         due,
         error: String((error as Error)?.message ?? error),
       })

@@ -35,9 +35,11 @@ import type { Clock, Random, Timer } from "../time/clock.ts";
 import type { Bucket } from "../bucket/bucket.ts";
 import { ActorAlarm, storedAlarm } from "../alarms/actor_alarm.ts";
 import { AlarmIndex } from "../alarms/alarm_index.ts";
+import { EventFailure } from "./event_failure.ts";
+// Where the runtime's users (the simulator) have always found it.
+export { EventFailure } from "./event_failure.ts";
 import {
   type AlarmCommit,
-  AlarmCommitFailure,
   commitAlarm,
   deleteEntries,
   runAlarmEvent,
@@ -144,17 +146,6 @@ export interface ActorState {
   txid?: bigint;
   checksum?: bigint;
   landed?: boolean;
-}
-
-/**
- * Raised when an event must fail with a status the actor did not choose (a
- * 503 when the lease ran out, a 504 past its limit): an outcome, not a bug.
- */
-export class EventFailure extends Error {
-  constructor(readonly status: number, message: string) {
-    super(message);
-    this.name = "EventFailure";
-  }
 }
 
 /**
@@ -623,7 +614,7 @@ export class ExecutorRuntime {
       actor?.alarm?.discard();
       if (actor && !actor.dead) this.#dropInstance(actor);
       const alarm = actor?.alarm && !actor.dead ? { alarm: actor.alarm.stored ?? null } : {};
-      if (error instanceof EventFailure || error instanceof AlarmCommitFailure) {
+      if (error instanceof EventFailure) {
         this.#log.warn("event failed", { actor: id, reason: error.message });
         this.#post({ type: "failed", seq, status: error.status, message: error.message, ...alarm });
       } else if (
