@@ -227,6 +227,29 @@ export async function loadComponent(
     if (error instanceof Deno.errors.NotFound) throw new ComponentError(path, "no such file");
     throw new ComponentError(path, `cannot be read: ${(error as Error).message}`);
   }
+  return await componentFromBytes(className, path, bytes, cacheDir);
+}
+
+/**
+ * Checks and transpiles a component's `bytes` for class `className`, using
+ * and filling the cache in `cacheDir`; `path` names it in errors (a file, or
+ * the bucket object a deployed version names).
+ *
+ * @example
+ * ```ts ignore
+ * const bytes = await Deno.readFile("examples/counter/counter.wasm");
+ * const counter = await componentFromBytes("counter", "counter.wasm", bytes, ".wasmkeep/cache");
+ * ```
+ */
+export async function componentFromBytes(
+  className: string,
+  path: string,
+  bytes: Uint8Array,
+  cacheDir: string,
+): Promise<LoadedComponent> {
+  if (bytes.length > MAX_COMPONENT_BYTES) {
+    throw new ComponentError(path, `larger than ${MAX_COMPONENT_BYTES} bytes`);
+  }
   const problem = headerProblem(bytes);
   if (problem) throw new ComponentError(path, `is ${problem}`);
 

@@ -209,6 +209,46 @@ export function appPrefix(tenant: string, app: string): string {
 }
 
 /**
+ * Every app of one tenant: `apps/<tenant>/`.
+ *
+ * @example
+ * ```ts
+ * import { appTenantPrefix } from "./keys.ts";
+ * appTenantPrefix("acme"); // "apps/acme/"
+ * ```
+ */
+export function appTenantPrefix(tenant: string): string {
+  return `${APPS_PREFIX}${segment(tenant)}/`;
+}
+
+/**
+ * One deployed version's manifest: `apps/<tenant>/<app>/versions/<id>`.
+ *
+ * @example
+ * ```ts
+ * import { appVersionKey } from "./keys.ts";
+ * appVersionKey("acme", "shop", "9cf4de9152d8dd29"); // "apps/acme/shop/versions/9cf4de9152d8dd29"
+ * ```
+ */
+export function appVersionKey(tenant: string, app: string, id: string): string {
+  return `${appPrefix(tenant, app)}versions/${segment(id)}`;
+}
+
+/**
+ * An app's component by the SHA-256 of its bytes, shared by every version
+ * that runs it: `apps/<tenant>/<app>/components/<sha256>.wasm`.
+ *
+ * @example
+ * ```ts
+ * import { appComponentKey } from "./keys.ts";
+ * appComponentKey("acme", "shop", "ab12"); // "apps/acme/shop/components/ab12.wasm"
+ * ```
+ */
+export function appComponentKey(tenant: string, app: string, sha256: string): string {
+  return `${appPrefix(tenant, app)}components/${segment(sha256)}.wasm`;
+}
+
+/**
  * A throwaway object for the start-up probe: `probe/<token>`.
  *
  * @example
