@@ -47,6 +47,7 @@ const targets: Target[] = [
   { out: "examples/kv/kv.wasm", sources: ["examples/kv/kv.c", SDK] },
   { out: "examples/chat/chat.wasm", sources: ["examples/chat/chat.c", SDK] },
   { out: "examples/reminder/reminder.wasm", sources: ["examples/reminder/reminder.c", SDK] },
+  { out: "examples/greeter/greeter.wasm", sources: ["examples/greeter/greeter.c", SDK] },
   { out: `${FIXTURES}/testbed.wasm`, sources: [`${FIXTURES}/testbed.c`, SDK] },
   {
     out: `${FIXTURES}/testbed_init_fails.wasm`,

@@ -38,12 +38,6 @@ int wk_on_init(wk_str *err) {
   return 0;
 }
 
-static int64_t first_integer(const wk_exec_result *r) {
-  if (r->rows.len == 0 || r->rows.ptr[0].len == 0) return 0;
-  const wk_value *v = &r->rows.ptr[0].ptr[0];
-  return v->tag == WK_INTEGER ? v->val.integer : 0;
-}
-
 void wk_on_websocket_message(uint64_t conn, const wk_ws_message *msg) {
   (void)conn;
   int text = msg->tag == WK_WS_TEXT;
@@ -126,14 +120,9 @@ void wk_on_request(const wk_request *req, wk_response *resp) {
       return;
     }
     wk_buf b = {0};
-    wk_buf_i64(&b, first_integer(&r));
+    wk_buf_i64(&b, wk_first_integer(&r, 0));
     wk_respond_text(resp, 200, is_head ? WK_S("") : wk_buf_as_str(&b));
     return;
   }
-  wk_header *h = wk_alloc(2 * sizeof *h, 4);
-  h[0] = (wk_header){WK_S("content-type"), WK_S("text/plain; charset=utf-8")};
-  h[1] = (wk_header){WK_S("allow"), WK_S("GET, HEAD")};
-  resp->status = 405;
-  resp->headers = (wk_headers){h, 2};
-  resp->body = wk_str_bytes(WK_S("method not allowed\n"));
+  wk_respond_not_allowed(resp, WK_S("GET, HEAD"));
 }

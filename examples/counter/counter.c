@@ -21,13 +21,6 @@ int wk_on_init(wk_str *err) {
   return 0;
 }
 
-/* The first column of the first row as an integer, or 0 when there is none. */
-static int64_t first_integer(const wk_exec_result *r) {
-  if (r->rows.len == 0 || r->rows.ptr[0].len == 0) return 0;
-  const wk_value *v = &r->rows.ptr[0].ptr[0];
-  return v->tag == WK_INTEGER ? v->val.integer : 0;
-}
-
 static void answer_count(wk_response *resp, int64_t n, int with_body) {
   wk_buf b = {0};
   wk_buf_i64(&b, n);
@@ -48,19 +41,14 @@ void wk_on_request(const wk_request *req, wk_response *resp) {
       wk_respond_text(resp, 500, e.message);
       return;
     }
-    answer_count(resp, first_integer(&r), 1);
+    answer_count(resp, wk_first_integer(&r, 0), 1);
   } else if (is_head || wk_eq(req->method, WK_S("GET"))) {
     if (!wk_exec(WK_S("SELECT n FROM counter WHERE id = 1"), 0, 0, &r, &e)) {
       wk_respond_text(resp, 500, e.message);
       return;
     }
-    answer_count(resp, first_integer(&r), !is_head);
+    answer_count(resp, wk_first_integer(&r, 0), !is_head);
   } else {
-    wk_header *h = wk_alloc(2 * sizeof *h, 4);
-    h[0] = (wk_header){WK_S("content-type"), WK_S("text/plain; charset=utf-8")};
-    h[1] = (wk_header){WK_S("allow"), WK_S("GET, HEAD, POST")};
-    resp->status = 405;
-    resp->headers = (wk_headers){h, 2};
-    resp->body = wk_str_bytes(WK_S("method not allowed\n"));
+    wk_respond_not_allowed(resp, WK_S("GET, HEAD, POST"));
   }
 }

@@ -40,8 +40,6 @@ int wk_on_init(wk_str *err) {
   return 0;
 }
 
-static const wk_str TEXT_PLAIN = WK_S("text/plain; charset=utf-8");
-
 static void fail_sql(wk_response *resp, const wk_sql_error *e) {
   wk_buf b = {0};
   wk_buf_str(&b, e->code);
@@ -49,21 +47,6 @@ static void fail_sql(wk_response *resp, const wk_sql_error *e) {
   wk_buf_str(&b, e->message);
   wk_buf_char(&b, '\n');
   wk_respond_text(resp, 500, wk_buf_as_str(&b));
-}
-
-static void not_allowed(wk_response *resp, wk_str allow) {
-  wk_header *h = wk_alloc(2 * sizeof *h, 4);
-  h[0] = (wk_header){WK_S("content-type"), TEXT_PLAIN};
-  h[1] = (wk_header){WK_S("allow"), allow};
-  resp->status = 405;
-  resp->headers = (wk_headers){h, 2};
-  resp->body = wk_str_bytes(WK_S("method not allowed\n"));
-}
-
-static int64_t first_integer(const wk_exec_result *r) {
-  if (r->rows.len == 0 || r->rows.ptr[0].len == 0) return 0;
-  const wk_value *v = &r->rows.ptr[0].ptr[0];
-  return v->tag == WK_INTEGER ? v->val.integer : 0;
 }
 
 /* Keys: non-empty, and not starting with '_' (that is where /_count and
@@ -117,7 +100,7 @@ static void count_keys(wk_response *resp, wk_str query) {
     return;
   }
   wk_buf b = {0};
-  wk_buf_i64(&b, first_integer(&r));
+  wk_buf_i64(&b, wk_first_integer(&r, 0));
   wk_buf_char(&b, '\n');
   wk_respond_text(resp, 200, wk_buf_as_str(&b));
 }
@@ -269,7 +252,7 @@ void wk_on_request(const wk_request *req, wk_response *resp) {
 
   if (req->path.len <= 1) { /* "/" (or "" should a host send that) */
     if (!get && !head) {
-      not_allowed(resp, WK_S("GET, HEAD"));
+      wk_respond_not_allowed(resp, WK_S("GET, HEAD"));
       return;
     }
     wk_str unused;
@@ -282,7 +265,7 @@ void wk_on_request(const wk_request *req, wk_response *resp) {
   }
   if (wk_eq(key, WK_S("_count"))) {
     if (!get && !head) {
-      not_allowed(resp, WK_S("GET, HEAD"));
+      wk_respond_not_allowed(resp, WK_S("GET, HEAD"));
       return;
     }
     count_keys(resp, req->query);
@@ -291,7 +274,7 @@ void wk_on_request(const wk_request *req, wk_response *resp) {
   }
   if (wk_eq(key, WK_S("_batch"))) {
     if (!wk_eq(m, WK_S("POST"))) {
-      not_allowed(resp, WK_S("POST"));
+      wk_respond_not_allowed(resp, WK_S("POST"));
       return;
     }
     batch(resp, req->body);
@@ -308,5 +291,5 @@ void wk_on_request(const wk_request *req, wk_response *resp) {
   else if (wk_eq(m, WK_S("DELETE")))
     delete_key(resp, key);
   else
-    not_allowed(resp, WK_S("GET, HEAD, PUT, DELETE"));
+    wk_respond_not_allowed(resp, WK_S("GET, HEAD, PUT, DELETE"));
 }

@@ -26,13 +26,6 @@ int wk_on_init(wk_str *err) {
   return 0;
 }
 
-/* The first column of the first row as an integer, or -1 when there is none. */
-static int64_t first_integer(const wk_exec_result *r) {
-  if (r->rows.len == 0 || r->rows.ptr[0].len == 0) return -1;
-  const wk_value *v = &r->rows.ptr[0].ptr[0];
-  return v->tag == WK_INTEGER ? v->val.integer : -1;
-}
-
 int wk_on_alarm(wk_str *err) {
   wk_sql_error e;
   if (!wk_exec(WK_S("INSERT INTO fired VALUES (1, 1) ON CONFLICT(id) DO UPDATE SET n = n + 1"), 0,
@@ -66,7 +59,7 @@ static void set_reminder(const wk_request *req, wk_response *resp) {
     wk_respond_text(resp, 500, e.message);
     return;
   }
-  int64_t now = first_integer(&r);
+  int64_t now = wk_first_integer(&r, -1);
   uint64_t due = (uint64_t)now + seconds * 1000;
   wk_str err;
   if (now < 0 || !wk_alarm_set(due, &err)) {
@@ -87,14 +80,9 @@ void wk_on_request(const wk_request *req, wk_response *resp) {
       wk_respond_text(resp, 500, e.message);
       return;
     }
-    int64_t n = first_integer(&r);
+    int64_t n = wk_first_integer(&r, -1);
     answer_number(resp, n < 0 ? 0 : n, !is_head);
   } else {
-    wk_header *h = wk_alloc(2 * sizeof *h, 4);
-    h[0] = (wk_header){WK_S("content-type"), WK_S("text/plain; charset=utf-8")};
-    h[1] = (wk_header){WK_S("allow"), WK_S("GET, HEAD, POST")};
-    resp->status = 405;
-    resp->headers = (wk_headers){h, 2};
-    resp->body = wk_str_bytes(WK_S("method not allowed\n"));
+    wk_respond_not_allowed(resp, WK_S("GET, HEAD, POST"));
   }
 }

@@ -597,3 +597,20 @@ void wk_respond(wk_response *resp, uint16_t status, wk_str content_type,
 void wk_respond_text(wk_response *resp, uint16_t status, wk_str text) {
   wk_respond(resp, status, WK_S("text/plain; charset=utf-8"), wk_str_bytes(text));
 }
+
+void wk_respond_not_allowed(wk_response *resp, wk_str allow) {
+  wk_header *h = wk_alloc(2 * sizeof *h, 4);
+  h[0] = (wk_header){WK_S("content-type"), WK_S("text/plain; charset=utf-8")};
+  h[1] = (wk_header){WK_S("allow"), allow};
+  resp->status = 405;
+  resp->headers = (wk_headers){h, 2};
+  resp->body = wk_str_bytes(WK_S("method not allowed\n"));
+}
+
+/* ---- results ------------------------------------------------------------ */
+
+int64_t wk_first_integer(const wk_exec_result *r, int64_t otherwise) {
+  if (r->rows.len == 0 || r->rows.ptr[0].len == 0) return otherwise;
+  const wk_value *v = &r->rows.ptr[0].ptr[0];
+  return v->tag == WK_INTEGER ? v->val.integer : otherwise;
+}

@@ -199,5 +199,12 @@ wk_str wk_buf_as_str(const wk_buf *b);
 void wk_respond(wk_response *resp, uint16_t status, wk_str content_type,
                 wk_bytes body);
 void wk_respond_text(wk_response *resp, uint16_t status, wk_str text);
+/* 405 "method not allowed\n" (text/plain) with `allow: <allow>`, e.g.
+ * WK_S("GET, HEAD"). */
+void wk_respond_not_allowed(wk_response *resp, wk_str allow);
+
+/* The first column of the first row of a result when it is an integer;
+ * `otherwise` when there is no row or column, or the value is not one. */
+int64_t wk_first_integer(const wk_exec_result *r, int64_t otherwise);
 
 #endif

@@ -41,6 +41,8 @@ export const COUNTER_WASM: string = `${ROOT}examples/counter/counter.wasm`;
 export const CHAT_WASM: string = `${ROOT}examples/chat/chat.wasm`;
 /** The example reminder: an alarm that counts its firings (issue 19). */
 export const REMINDER_WASM: string = `${ROOT}examples/reminder/reminder.wasm`;
+/** The example greeter: config.get("GREETING") and its own name (examples/greeter). */
+export const GREETER_WASM: string = `${ROOT}examples/greeter/greeter.wasm`;
 /** The key-value example component. */
 export const KV_WASM: string = `${ROOT}examples/kv/kv.wasm`;
 /** The host's test component. */
