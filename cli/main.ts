@@ -7,6 +7,7 @@
 import { UsageError } from "./args.ts";
 import { SERVE_HELP, serveCommand } from "./serve.ts";
 import { CLUSTER_HELP, clusterCommand } from "./cluster.ts";
+import { DEPLOY_HELP, deployCommand } from "./deploy.ts";
 import { runExecutor } from "../src/executor/main.ts";
 import { executorNodePid } from "../src/executor/lifeline.ts";
 import { VERSION } from "../src/version.ts";
@@ -21,6 +22,7 @@ Usage: wasmkeep <command> [flags]
 
 Commands:
   serve      run a node (wasmkeep serve --help)
+  deploy     deploy an app's actors to the bucket, or roll back (wasmkeep deploy --help)
   cluster    check a cluster, fence or forget a node (wasmkeep cluster --help)
   version    print the version
   help       show this help
@@ -31,6 +33,7 @@ Example:
 
 const COMMAND_HELP: Record<string, string> = {
   serve: SERVE_HELP,
+  deploy: DEPLOY_HELP,
   cluster: CLUSTER_HELP,
   version: "Usage: wasmkeep version\n\nPrints the WasmKeep version.",
 };
@@ -70,6 +73,8 @@ export async function runCli(args: string[], deps: NodeDependencies = {}): Promi
         return 0;
       case "serve":
         return await serveCommand(rest, deps);
+      case "deploy":
+        return await deployCommand(rest);
       case "cluster":
         return await clusterCommand(rest);
       case "__executor":

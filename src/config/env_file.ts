@@ -11,7 +11,17 @@
 /** Largest configuration file accepted. */
 export const MAX_CONFIG_FILE_BYTES = 1024 * 1024;
 
-const NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
+/**
+ * What a configuration name is: also the names `wasmkeep deploy --requires`
+ * takes, so a required name can always be set by a file.
+ *
+ * @example
+ * ```ts
+ * import { CONFIG_NAME } from "./env_file.ts";
+ * CONFIG_NAME.test("ADMIN_TOKEN"); // true
+ * ```
+ */
+export const CONFIG_NAME: RegExp = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
 
 /**
  * Parses a configuration file's text. Throws an error naming the line for
@@ -34,7 +44,7 @@ export function parseEnvFile(text: string): Record<string, string> {
     if (trimmed === "" || trimmed.startsWith("#")) return;
     const eq = trimmed.indexOf("=");
     const name = eq === -1 ? "" : trimmed.slice(0, eq).trim().replace(/^export\s+/, "");
-    if (!NAME.test(name)) throw new Error(`${at}: expected NAME=VALUE`);
+    if (!CONFIG_NAME.test(name)) throw new Error(`${at}: expected NAME=VALUE`);
     const earlier = lines.get(name);
     if (earlier !== undefined) {
       throw new Error(`${at}: ${name} was given on line ${earlier} already`);
