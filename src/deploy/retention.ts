@@ -27,7 +27,7 @@ import { type Bucket, listAll } from "../bucket/bucket.ts";
 import { appPrefix, appVersionKey } from "../bucket/keys.ts";
 import type { AppName } from "./app_name.ts";
 import { readCurrent, readVersion } from "./app_objects.ts";
-import type { AppVersion } from "./manifest.ts";
+import { type AppVersion, decodeVersion } from "./manifest.ts";
 
 /** Versions kept before the current one, whatever their age. */
 export const KEPT_BEFORE_CURRENT = 5;
@@ -55,12 +55,13 @@ export interface VersionLine {
   /** The `current` object's etag when the walk began. */
   etag: string;
   /**
-   * Why the walk ended before the first version: `"unreadable"` (a
-   * manifest that cannot be read, named by `unreadable`) or `"bound"`
-   * ({@linkcode MAX_LINE_LINKS}); absent when it reached a version without
-   * a previous.
+   * Why the walk ended before the first version: `"missing"` (the previous
+   * is gone: collected by an earlier pass, or deleted by hand),
+   * `"unreadable"` (a manifest that cannot be read, named by `unreadable`)
+   * or `"bound"` ({@linkcode MAX_LINE_LINKS}); absent when it reached a
+   * version without a previous.
    */
-  stopped?: "unreadable" | "bound";
+  stopped?: "missing" | "unreadable" | "bound";
   /** The version that could not be read, with why. */
   unreadable?: { id: string; problem: string };
 }
@@ -68,7 +69,9 @@ export interface VersionLine {
 /**
  * Walks the line of previous links from the current version, at most
  * `maxLinks` of them; `null` when the app has no `current`. A current
- * version that cannot be read throws (there is no line to speak of).
+ * version that cannot be read throws (there is no line to speak of); a
+ * bucket that does not answer throws its error (a walk cut short by an
+ * outage must not pass for the whole line).
  *
  * @example
  * ```ts ignore
@@ -99,9 +102,15 @@ export async function readVersionLine(
       line.unreadable = { id: previous, problem: "it is already in the line (a loop)" };
       break;
     }
+    const key = appVersionKey(name.tenant, name.app, previous);
+    const object = await bucket.get(key);
+    if (!object) {
+      line.stopped = "missing";
+      break;
+    }
     let version: AppVersion;
     try {
-      version = await readVersion(bucket, name, previous);
+      version = decodeVersion(object.body, key);
     } catch (error) {
       line.stopped = "unreadable";
       line.unreadable = { id: previous, problem: (error as Error).message };
