@@ -215,8 +215,17 @@ function checkRequest(request: DeployRequest): void {
   }
 }
 
-/** Other apps of the tenant with a `current` on this prefix, as `tenant/app`, in name order. */
-async function otherApps(bucket: Bucket, name: AppName): Promise<string[]> {
+/**
+ * The other apps of `name`'s tenant that have a `current` on this prefix,
+ * as `tenant/app`, in name order: one listing of `apps/<tenant>/`, whose
+ * error is thrown.
+ *
+ * @example
+ * ```ts ignore
+ * await otherApps(bucket, { tenant: "acme", app: "shop" }); // ["acme/legacy"]
+ * ```
+ */
+export async function otherApps(bucket: Bucket, name: AppName): Promise<string[]> {
   const prefix = appTenantPrefix(name.tenant);
   const apps: string[] = [];
   for await (const object of listAll(bucket, prefix)) {

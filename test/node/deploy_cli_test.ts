@@ -203,7 +203,7 @@ Deno.test("deploy's usage errors exit 2 naming the flag", async () => {
     assert.equal(help.code, 0);
     assert.match(help.stdout, /^Usage: wasmkeep deploy --app TENANT\/APP --bucket URL/);
     const main = await runWasmkeep(["--help"]);
-    assert.match(main.stdout, /^  deploy {5}/m);
+    assert.match(main.stdout, /^ {2}deploy {5}/m);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
