@@ -13,28 +13,29 @@
  * @module
  */
 
-import { type Bucket, listAll, PreconditionFailed } from "../bucket/bucket.ts";
-import { appComponentKey, appCurrentKey, appTenantPrefix, appVersionKey } from "../bucket/keys.ts";
-import { classNameProblem } from "../actors/key.ts";
-import { ComponentError, loadComponent } from "../actors/component.ts";
-import { CONFIG_NAME } from "../config/env_file.ts";
+import { type Bucket, PreconditionFailed } from "../bucket/bucket.ts";
+import { appComponentKey, appCurrentKey, appVersionKey } from "../bucket/keys.ts";
 import { type AccessRule, formatAccessRule, OPEN, reopens } from "./access_rule.ts";
-import { type AppName, appNameString, newAppNameProblem } from "./app_name.ts";
+import { type AppName, appNameString } from "./app_name.ts";
 import { type ReadCurrent, readCurrent, readVersion } from "./app_objects.ts";
+import { type AppVersion, type ClassVersion, encodeCurrent, encodeVersion } from "./manifest.ts";
 import {
-  type AppVersion,
-  type ClassVersion,
-  componentHash,
-  encodeCurrent,
-  encodeVersion,
-  MAX_APP_CLASSES,
-} from "./manifest.ts";
+  checkComponents,
+  type CheckedComponent,
+  checkFirstDeploy,
+  checkRequest,
+  DeployRefusal,
+  DeployUsageError,
+  legacyWarning,
+} from "./deploy_checks.ts";
 import { configWarnings, describeChanges, renameWarning } from "./deploy_report.ts";
 import {
   collectVersions,
   DEFAULT_VERSION_RETENTION_MS,
   type RetentionResult,
 } from "./retention.ts";
+
+export { DeployRefusal, DeployUsageError, otherApps } from "./deploy_checks.ts";
 
 /** What one deploy asks for; every map is by class name. */
 export interface DeployRequest {
@@ -93,36 +94,6 @@ export interface DeployOutcome {
   retention?: RetentionResult | { error: string };
 }
 
-/** A request that cannot be carried out as given (exit 2): the message names the flag and class. */
-export class DeployUsageError extends Error {
-  /**
-   * @example
-   * ```ts
-   * import { DeployUsageError } from "./deploy.ts";
-   * new DeployUsageError("--access: no class 'x'").message;
-   * ```
-   */
-  constructor(message: string) {
-    super(message);
-    this.name = "DeployUsageError";
-  }
-}
-
-/** A deploy or rollback refused (exit 1); nothing current changed. */
-export class DeployRefusal extends Error {
-  /**
-   * @example
-   * ```ts
-   * import { DeployRefusal } from "./deploy.ts";
-   * new DeployRefusal("no version before current").message;
-   * ```
-   */
-  constructor(message: string) {
-    super(message);
-    this.name = "DeployRefusal";
-  }
-}
-
 /** Another deploy moved `current` while this one was written. */
 export class DeployConflict extends DeployRefusal {
   /**
@@ -140,157 +111,6 @@ export class DeployConflict extends DeployRefusal {
     );
     this.name = "DeployConflict";
   }
-}
-
-/** A component checked and read: the bytes uploaded are the bytes checked. */
-interface CheckedComponent {
-  bytes: Uint8Array;
-  sha256: string;
-}
-
-/**
- * Compiles and checks every component in a cache directory of its own,
- * removed after: a broken one throws {@linkcode ComponentError} before
- * anything is uploaded.
- */
-async function checkComponents(
-  actors: Record<string, string>,
-): Promise<Map<string, CheckedComponent>> {
-  const checked = new Map<string, CheckedComponent>();
-  const cacheDir = await Deno.makeTempDir({ prefix: "wasmkeep-deploy-" });
-  try {
-    for (const [className, path] of Object.entries(actors)) {
-      const loaded = await loadComponent(className, path, cacheDir);
-      let bytes: Uint8Array;
-      try {
-        bytes = await Deno.readFile(path);
-      } catch (error) {
-        throw new ComponentError(path, `cannot be read again: ${(error as Error).message}`);
-      }
-      const sha256 = await componentHash(bytes);
-      // The file changed between the check and this read: upload nothing unchecked.
-      if (sha256 !== loaded.hash) {
-        throw new ComponentError(path, "changed while it was checked; deploy again");
-      }
-      checked.set(className, { bytes, sha256 });
-    }
-  } finally {
-    await Deno.remove(cacheDir, { recursive: true }).catch(() => {});
-  }
-  return checked;
-}
-
-function checkRequest(request: DeployRequest): void {
-  const flags: [string, Record<string, unknown> | undefined][] = [
-    ["--actor", request.actors],
-    ["--access", request.access],
-    ["--config", request.config],
-    ["--requires", request.requires],
-  ];
-  for (const [flag, record] of flags) {
-    for (const className of Object.keys(record ?? {})) {
-      const problem = classNameProblem(className);
-      if (problem) throw new DeployUsageError(`${flag} ${className}=...: ${problem}`);
-    }
-  }
-  for (const [className, names] of Object.entries(request.requires ?? {})) {
-    for (const name of names) {
-      if (!CONFIG_NAME.test(name)) {
-        throw new DeployUsageError(
-          `--requires ${className}=${names.join(",")}: '${name}' is not a name ` +
-            "(letters, digits, '_', '.' and '-', not starting with a digit, '.' or '-')",
-        );
-      }
-    }
-  }
-  for (const [className, values] of Object.entries(request.config ?? {})) {
-    for (const name of Object.keys(values)) {
-      if (!CONFIG_NAME.test(name)) {
-        throw new DeployUsageError(`--config ${className}: '${name}' is not a name`);
-      }
-    }
-  }
-  if (Object.keys(request.actors ?? {}).length > MAX_APP_CLASSES) {
-    throw new DeployUsageError(`a version has at most ${MAX_APP_CLASSES} classes`);
-  }
-}
-
-/**
- * The other apps of `name`'s tenant that have a `current` on this prefix,
- * as `tenant/app`, in name order: one listing of `apps/<tenant>/`, whose
- * error is thrown.
- *
- * @example
- * ```ts ignore
- * await otherApps(bucket, { tenant: "acme", app: "shop" }); // ["acme/legacy"]
- * ```
- */
-export async function otherApps(bucket: Bucket, name: AppName): Promise<string[]> {
-  const prefix = appTenantPrefix(name.tenant);
-  const apps: string[] = [];
-  for await (const object of listAll(bucket, prefix)) {
-    const rest = object.key.slice(prefix.length);
-    const slash = rest.indexOf("/");
-    if (slash <= 0 || rest.slice(slash) !== "/current") continue;
-    const app = decodeURIComponent(rest.slice(0, slash));
-    if (app !== name.app) apps.push(`${name.tenant}/${app}`);
-  }
-  return apps;
-}
-
-function quoteList(apps: string[]): string {
-  return apps.join(", ");
-}
-
-/** The checks of an app's first deploy: its names, an --actor, no other app of its tenant. */
-async function checkFirstDeploy(
-  bucket: Bucket,
-  name: AppName,
-  request: DeployRequest,
-): Promise<void> {
-  const problem = newAppNameProblem(name);
-  if (problem) {
-    throw new DeployUsageError(`--app ${appNameString(name)}: ${problem} (a new app's names)`);
-  }
-  if (Object.keys(request.actors ?? {}).length === 0) {
-    throw new DeployUsageError(
-      `the first deploy of ${appNameString(name)} needs at least one --actor CLASS=PATH`,
-    );
-  }
-  let others: string[];
-  try {
-    others = await otherApps(bucket, name);
-  } catch (error) {
-    throw new DeployRefusal(
-      `cannot list ${appTenantPrefix(name.tenant)} to check that no other app of tenant ` +
-        `${name.tenant} is deployed on this prefix (a first deploy needs list access there): ` +
-        (error as Error).message,
-    );
-  }
-  if (others.length > 0) {
-    throw new DeployRefusal(
-      `${others.length === 1 ? "app" : "apps"} ${quoteList(others)} of tenant ${name.tenant} ` +
-        `${others.length === 1 ? "is" : "are"} deployed on this prefix ` +
-        `(${appTenantPrefix(name.tenant)}<app>/current), and two apps of one tenant on one ` +
-        `prefix would share actors: deploy ${appNameString(name)} on another prefix ` +
-        `(s3://BUCKET/OTHER-PREFIX) or under another tenant (--app OTHER/${name.app})`,
-    );
-  }
-}
-
-/** The legacy warning for an app deployed beside other apps of its tenant. */
-async function legacyWarning(bucket: Bucket, name: AppName): Promise<string | undefined> {
-  let others: string[];
-  try {
-    others = await otherApps(bucket, name);
-  } catch (error) {
-    return `cannot list ${appTenantPrefix(name.tenant)} to check for other apps of tenant ` +
-      `${name.tenant}: ${(error as Error).message}`;
-  }
-  if (others.length === 0) return undefined;
-  return `tenant ${name.tenant} has other apps deployed on this prefix (${quoteList(others)}), ` +
-    `from before one app per tenant per prefix: they share actors, so never run them at the ` +
-    `same time; a further new app of the tenant is refused`;
 }
 
 function usageForClass(
