@@ -21,6 +21,8 @@ import {
   SOCKET_MESSAGE_BYTES_CEILING,
 } from "../src/limits.ts";
 import { isNodeId } from "../src/cluster/node_id.ts";
+import { type AccessRule, parseAccessRule } from "../src/deploy/access_rule.ts";
+import { type AppName, parseAppName } from "../src/deploy/app_name.ts";
 import { defaultFailoverWaitMs } from "../src/cluster/failover_wait.ts";
 import { leaseTiming } from "../src/cluster/lease_timing.ts";
 
@@ -82,8 +84,24 @@ const SERVE_FLAGS: FlagSpec[] = [
     kind: "string",
     multiple: true,
     value: "CLASS=RULE",
-    description: "who reaches CLASS: open (anyone) or internal (only actors, with actors.call)",
+    description:
+      "who reaches CLASS from outside: open, existing (only actors that exist), existing:NAME (and NAME may be created) or internal (only actors, with actors.call); with --app, until the app deploys rules",
     defaultText: "open",
+  },
+  {
+    name: "app",
+    kind: "string",
+    value: "TENANT/APP",
+    description:
+      "follow the app deployed to the bucket (wasmkeep deploy): its classes, rules and configuration, its actors under its tenant",
+  },
+  {
+    name: "env",
+    kind: "string",
+    multiple: true,
+    value: "FILE",
+    description:
+      "NAME=VALUE lines every class reads with config.get, over its configuration by name (node-local values, e.g. secrets)",
   },
   {
     name: "data-dir",
@@ -325,6 +343,26 @@ function splitClassValue(flag: string, value: string): [string, string] {
   return [className, value.slice(eq + 1)];
 }
 
+/** The NAME=VALUE lines of `file`, for the flag `flag` (named in its errors). */
+function readValuesFile(flag: string, file: string): Record<string, string> {
+  let text: string;
+  try {
+    const bytes = readAtMost(file, MAX_CONFIG_FILE_BYTES + 1);
+    if (bytes.length > MAX_CONFIG_FILE_BYTES) {
+      throw new UsageError(`${flag}: the file is larger than ${MAX_CONFIG_FILE_BYTES} bytes`);
+    }
+    text = new TextDecoder().decode(bytes);
+  } catch (error) {
+    if (error instanceof UsageError) throw error;
+    throw new UsageError(`${flag}: cannot read ${file}: ${(error as Error).message}`);
+  }
+  try {
+    return parseEnvFile(text);
+  } catch (error) {
+    throw new UsageError(`${flag}: ${file} ${(error as Error).message}`);
+  }
+}
+
 /** Turns `serve`'s arguments into node options. Throws {@linkcode UsageError}. */
 export function serveOptions(args: string[]): NodeOptions | "help" {
   const { flags, positionals } = parseArgs(args, SERVE_FLAGS, "serve");
@@ -341,58 +379,63 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
       }) is not in this version yet; serve actors with --actor CLASS=PATH`,
     );
   }
+  const appValue = flags.app as string | undefined;
+  let app: AppName | undefined;
+  if (appValue !== undefined) {
+    try {
+      app = parseAppName(appValue);
+    } catch (error) {
+      throw new UsageError((error as Error).message);
+    }
+  }
   const actors = new Map<string, ActorClassOption>();
   for (const value of (flags.actor as string[] | undefined) ?? []) {
+    if (app) {
+      throw new UsageError(
+        `--actor ${value}: a node following --app ${appValue} serves the classes its deploys give (wasmkeep deploy --app ${appValue} --actor ${value})`,
+      );
+    }
     const [className, path] = splitClassValue("actor", value);
     if (actors.has(className)) throw new UsageError(`--actor names class '${className}' twice`);
     actors.set(className, { className, path });
   }
-  if (actors.size === 0) {
+  if (actors.size === 0 && !app) {
     throw new UsageError(
-      "serve needs at least one actor class: --actor CLASS=PATH (e.g. --actor counter=examples/counter/counter.wasm)",
+      "serve needs at least one actor class: --actor CLASS=PATH (e.g. --actor counter=examples/counter/counter.wasm), or --app TENANT/APP to follow an app deployed to the bucket",
     );
   }
+  const accessFlags: Record<string, AccessRule> = {};
   for (const value of (flags.access as string[] | undefined) ?? []) {
     const eq = value.indexOf("=");
     const className = eq > 0 ? value.slice(0, eq) : "";
-    const rule = value.slice(eq + 1);
+    if (eq <= 0) throw new UsageError(`--access must be CLASS=RULE, not '${value}'`);
+    const problem = classNameProblem(className);
+    if (problem) throw new UsageError(`--access ${value}: ${problem}`);
+    let rule: AccessRule;
+    try {
+      rule = parseAccessRule(value.slice(eq + 1));
+    } catch (error) {
+      throw new UsageError(`--access ${value}: ${(error as Error).message}`);
+    }
     const actor = actors.get(className);
-    if (!actor) {
-      throw new UsageError(
-        eq > 0
-          ? `--access ${value}: no --actor gives class '${className}'`
-          : `--access must be CLASS=RULE, not '${value}'`,
-      );
-    }
-    if (rule !== "open" && rule !== "internal") {
-      throw new UsageError(
-        `--access ${value}: the rule must be open or internal (rules on which actors clients may create are not in this version)`,
-      );
-    }
-    actor.internal = rule === "internal";
+    if (app) accessFlags[className] = rule;
+    else if (!actor) throw new UsageError(`--access ${value}: no --actor gives class '${className}'`);
+    else actor.access = rule;
   }
   for (const value of (flags.config as string[] | undefined) ?? []) {
+    if (app) {
+      throw new UsageError(
+        `--config ${value}: a node following --app ${appValue} reads its classes' configuration from the app (wasmkeep deploy --app ${appValue} --config ${value}); node-local values go in --env FILE`,
+      );
+    }
     const [className, file] = splitClassValue("config", value);
     const actor = actors.get(className);
     if (!actor) throw new UsageError(`--config ${value}: no --actor gives class '${className}'`);
-    let text: string;
-    try {
-      const bytes = readAtMost(file, MAX_CONFIG_FILE_BYTES + 1);
-      if (bytes.length > MAX_CONFIG_FILE_BYTES) {
-        throw new UsageError(
-          `--config ${value}: the file is larger than ${MAX_CONFIG_FILE_BYTES} bytes`,
-        );
-      }
-      text = new TextDecoder().decode(bytes);
-    } catch (error) {
-      if (error instanceof UsageError) throw error;
-      throw new UsageError(`--config ${value}: cannot read ${file}: ${(error as Error).message}`);
-    }
-    try {
-      actor.config = { ...actor.config, ...parseEnvFile(text) };
-    } catch (error) {
-      throw new UsageError(`--config ${value}: ${file} ${(error as Error).message}`);
-    }
+    actor.config = { ...actor.config, ...readValuesFile(`--config ${value}`, file) };
+  }
+  let env: Record<string, string> | undefined;
+  for (const file of (flags.env as string[] | undefined) ?? []) {
+    env = { ...env, ...readValuesFile(`--env ${file}`, file) };
   }
   const nodeId = (flags["node-id"] as string | undefined) ?? defaultNodeId();
   if (!isNodeId(nodeId)) {
@@ -473,6 +516,8 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
     ...parseListen((flags.listen as string | undefined) ?? "127.0.0.1:8080"),
     dataDir: (flags["data-dir"] as string | undefined) ?? ".wasmkeep",
     actors: [...actors.values()],
+    ...(app ? { app, accessFlags } : {}),
+    ...(env ? { env } : {}),
     bucketUrl,
     eventTimeoutMs: seconds("event-timeout-secs", NODE_DEFAULTS.eventTimeoutMs),
     maxQueuedEvents: (flags["max-queued-events"] as number | undefined) ??

@@ -321,6 +321,7 @@ class SimExecutor implements ExecutorChannel {
     this.#runtime = new ExecutorRuntime({
       init,
       programs: new Map(init.classes.map((spec) => [spec.className, program.for(spec)])),
+      programsOf: (classes) => Promise.resolve(classes.map((spec) => program.for(spec))),
       post: (message) => this.#post(message),
       drain: () => Promise.resolve(),
       clock: this.#clock,

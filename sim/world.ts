@@ -51,6 +51,8 @@ import { DataChecks } from "./data.ts";
 import { RunDisk } from "./disk.ts";
 import { Faults } from "./faults.ts";
 import { type ActorObserver, opOf, simClass, SimExecutors } from "./executor_host.ts";
+import { ClassCatalog } from "../src/deploy/class_catalog.ts";
+import { OPEN } from "../src/deploy/access_rule.ts";
 import { serveConnection } from "./http_server.ts";
 import { simSocketUpgrade } from "./sockets.ts";
 import { SocketClients } from "./socket_clients.ts";
@@ -451,7 +453,10 @@ class World implements SimContext {
     const options = this.#nodeOptions(node, proc.dataDir);
     proc.parts = assembleNode({
       options,
-      classes: CLASSES.map(simClass),
+      catalog: new ClassCatalog({
+        seq: 0,
+        classes: CLASSES.map((name) => ({ spec: simClass(name), access: OPEN, missing: [] })),
+      }),
       dataDir: proc.dataDir,
       bucketUrl: options.bucketUrl!,
     }, seams);

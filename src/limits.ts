@@ -305,3 +305,13 @@ export const ALARM_FIRST_RETRY_MS = 1_000;
 
 /** The default ceiling of an alarm's retry backoff (`--alarm-retry-max-secs`): 5 minutes. */
 export const ALARM_RETRY_MAX_MS = 300_000;
+
+/** How often a node that follows an app reads its `current` for a new version (the spec: every 3 s). */
+export const APP_POLL_MS = 3_000;
+
+/**
+ * Actors a node remembers to exist, for classes open only to existing ones
+ * (access rule `existing`): an actor once created exists for ever, so a
+ * second request for it needs no bucket read while it is remembered.
+ */
+export const MAX_KNOWN_ACTORS = 100_000;

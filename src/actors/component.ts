@@ -201,6 +201,27 @@ async function writeCache(dir: string, glue: string, coreModules: Record<string,
 }
 
 /**
+ * The component `hash` from the cache in `cacheDir`, transpiled before, or
+ * `undefined` when it is not there (a node that follows an app reads it
+ * from the bucket then).
+ *
+ * @example
+ * ```ts ignore
+ * const cached = await cachedComponent("counter", "ab12...", "components", ".wasmkeep/cache");
+ * ```
+ */
+export async function cachedComponent(
+  className: string,
+  hash: string,
+  path: string,
+  cacheDir: string,
+): Promise<LoadedComponent | undefined> {
+  const cached = await readCache(`${cacheDir}/${hash}`);
+  if (!cached) return undefined;
+  return { className, path, hash, ...cached, ...directFit(cached.coreModules, cached.glue) };
+}
+
+/**
  * Reads, checks and transpiles the component at `path` for class
  * `className`, using and filling the cache in `cacheDir`.
  *

@@ -77,6 +77,8 @@ export interface ExecutorPoolOptions {
   size: number;
   dataDir: string;
   classes: ExecutorClass[];
+  /** The seq of the app's version `classes` are; 0 (the default) without an app. */
+  deploySeq?: number;
   /** Databases open at once across the pool (each holds two files). */
   maxOpenDatabases: number;
   /** A database unused this long is closed. */
@@ -139,6 +141,8 @@ export interface ExecutorPoolEvents {
    * executor read it from the actor's database or committed it.
    */
   onAlarmSeen?: (actor: ActorKey, due: number | null) => void;
+  /** An actor ran the app's version `seq`, later than the executors have: check for it now. */
+  onBehind?: (seq: number) => void;
   /** An actor's `websockets.send` or `websockets.close`. */
   onSocketOutput?: (
     message: Extract<FromExecutor, { type: "ws-send" } | { type: "ws-close" }>,
@@ -229,10 +233,15 @@ export class ExecutorPool {
   #seq = 0;
   #closing = false;
   #sweep: Timer | undefined;
+  /** The classes executors run, and the seq of their version: a respawned executor starts with them. */
+  #classes: ExecutorClass[];
+  #deploySeq: number;
 
   /** A pool of `options.size` executors, none started before {@linkcode ExecutorPool.start}. */
   constructor(options: ExecutorPoolOptions) {
     this.#options = options;
+    this.#classes = options.classes;
+    this.#deploySeq = options.deploySeq ?? 0;
     this.#launcher = options.launcher ?? new ProcessLauncher(options.log, options.command);
   }
 
@@ -243,6 +252,23 @@ export class ExecutorPool {
     for (let index = 0; index < this.#options.size; index++) {
       this.#executors.push(this.#spawn(index));
     }
+  }
+
+  /**
+   * A new version's classes (seq `seq`): every executor runs them from its
+   * next event on, each actor switching at its own; one started later
+   * starts with them.
+   */
+  setClasses(seq: number, classes: ExecutorClass[]): void {
+    assert(seq >= this.#deploySeq, `a version's seq goes back: ${this.#deploySeq} to ${seq}`);
+    this.#classes = classes;
+    this.#deploySeq = seq;
+    for (const executor of this.#executors) this.#write(executor, { type: "classes", seq, classes });
+  }
+
+  /** The seq of the version the executors run (0 without an app). */
+  get deploySeq(): number {
+    return this.#deploySeq;
   }
 
   /** The executor an actor runs on. */
@@ -269,7 +295,8 @@ export class ExecutorPool {
       ),
       databaseIdleMs: this.#options.databaseIdleMs,
       eventTimeoutMs: this.#options.eventTimeoutMs,
-      classes: this.#options.classes,
+      classes: this.#classes,
+      deploySeq: this.#deploySeq,
       logLevel: this.#options.logLevel,
       replicate: this.#options.replicate,
       bucketUrl: this.#options.bucketUrl,
@@ -411,6 +438,9 @@ export class ExecutorPool {
       }
       case "count":
         this.#events.onCount?.(message.name, message.by);
+        return;
+      case "behind":
+        this.#events.onBehind?.(message.seq);
         return;
       case "ws-send":
       case "ws-close":

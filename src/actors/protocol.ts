@@ -123,6 +123,11 @@ export interface ExecutorInit {
    */
   eventTimeoutMs: number;
   classes: ExecutorClass[];
+  /**
+   * The seq of the app's version the classes are (ADR 0008), 0 for a node
+   * that follows no app: an actor that ran a higher one is refused.
+   */
+  deploySeq: number;
   logLevel: string;
   /**
    * Whether actors' databases are replicated to the bucket (cluster mode);
@@ -188,6 +193,11 @@ export type ToExecutor =
   | { type: "hold"; id: number; ok: boolean }
   /** The answer to a `call`. */
   | { type: "call-answer"; id: number; answer: CallAnswer }
+  /**
+   * The app's version `seq` is applied: its classes replace the executor's
+   * from the next event on, each resident actor switching at its own.
+   */
+  | { type: "classes"; seq: number; classes: ExecutorClass[] }
   | { type: "shutdown" };
 
 /** Executor to main thread. */
@@ -226,6 +236,8 @@ export type FromExecutor =
   | { type: "ws-send"; actor: ActorKey; connection: number; message: SocketMessage }
   /** An actor's `websockets.close`. */
   | { type: "ws-close"; actor: ActorKey; connection: number; code: number; reason: string }
+  /** An actor ran the app's version `seq`, later than this executor's: the node checks for it at once. */
+  | { type: "behind"; seq: number }
   | { type: "closed" };
 
 /**
@@ -432,6 +444,7 @@ export function toExecutorMessage(frame: Plain): ToExecutor {
         databaseIdleMs: finite(m, "databaseIdleMs"),
         eventTimeoutMs: finite(m, "eventTimeoutMs"),
         classes: classes.map(executorClass),
+        deploySeq: int(m, "deploySeq"),
         logLevel: text(m, "logLevel"),
         replicate: flag(m, "replicate"),
         bucketUrl: text(m, "bucketUrl"),
@@ -467,6 +480,11 @@ export function toExecutorMessage(frame: Plain): ToExecutor {
       return { type, id: int(m, "id"), ok: flag(m, "ok") };
     case "call-answer":
       return { type, id: int(m, "id"), answer: callAnswer(m, "answer") };
+    case "classes": {
+      const classes = m.classes;
+      if (!Array.isArray(classes)) throw new ProtocolError("classes is not a list");
+      return { type, seq: int(m, "seq"), classes: classes.map(executorClass) };
+    }
   }
   throw new ProtocolError(`unknown message type '${type}' to an executor`);
 }
@@ -535,6 +553,8 @@ export function fromExecutorMessage(frame: Plain): FromExecutor {
       };
     case "count":
       return { type, name: text(m, "name"), by: finite(m, "by") };
+    case "behind":
+      return { type, seq: int(m, "seq") };
     case "ws-send":
       return {
         type,

@@ -53,6 +53,8 @@ export interface ClusterPlaneOptions {
   plaintext: "accept" | "refuse";
   /** The WasmKeep version, published in the heartbeat. */
   version: string;
+  /** `tenant/app` the node serves (`--app`), published in the heartbeat. */
+  app?: string;
   ownership: OwnershipRecords;
   /** Where the holders this node forwarded to are remembered; by default a {@linkcode HolderMemory}. */
   holders?: HolderMemory;
@@ -144,6 +146,7 @@ export class ClusterPlane {
         address: this.#address,
         clusterAddress: options.tls?.clusterAddress,
         fingerprint: options.tls?.fingerprint,
+        app: options.app,
         readsSecrets: false,
         takesMoved: false,
         version: options.version,

@@ -57,6 +57,7 @@ async function startRuntime(init: ExecutorInit, sender: FrameSender): Promise<Ex
   return new ExecutorRuntime({
     init,
     programs: new Map(programs.map((program) => [program.spec.className, program])),
+    programsOf: (classes) => Promise.all(classes.map(componentProgram)),
     post: (message) => sender.send(message as unknown as Plain),
     drain: () => sender.drain(),
     clock: systemClock,

@@ -34,6 +34,11 @@ export async function serveMessages(
       continue;
     }
     if (!runtime) throw new Error("the first message to an executor must be init");
+    if (message.type === "classes") {
+      // Every message after it sees the new programs.
+      await runtime.setClasses(message.seq, message.classes);
+      continue;
+    }
     runtime.handle(message);
     if (message.type === "shutdown") {
       await runtime.shutdown();

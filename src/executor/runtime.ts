@@ -23,6 +23,7 @@ import {
   type ActorRequest,
   type ActorResponse,
   type CallAnswer,
+  type ExecutorClass,
   type ExecutorInit,
   type FromExecutor,
   type SocketEvent,
@@ -36,6 +37,7 @@ import type { Bucket } from "../bucket/bucket.ts";
 import { ActorAlarm, storedAlarm } from "../alarms/actor_alarm.ts";
 import { AlarmIndex } from "../alarms/alarm_index.ts";
 import { EventFailure } from "./event_failure.ts";
+import { BehindActor, enterDeploySeq } from "./deploy_seq.ts";
 // Where the runtime's users (the simulator) have always found it.
 export { EventFailure } from "./event_failure.ts";
 import {
@@ -92,6 +94,11 @@ export interface RuntimeOptions {
   init: ExecutorInit;
   /** The programs of the classes, by class name. */
   programs: Map<string, ActorProgram>;
+  /**
+   * Makes the programs of a new version's classes (a `classes` message);
+   * without it the runtime refuses one.
+   */
+  programsOf?: (classes: ExecutorClass[]) => Promise<ActorProgram[]>;
   /** Sends a message to the node. */
   post(message: FromExecutor): void;
   /** Resolves once every message posted so far left (written to the node). */
@@ -113,6 +120,14 @@ export interface RuntimeOptions {
   observer?: RuntimeObserver;
 }
 
+/** Whether two versions of a class run the same: its code, bindings and configuration. */
+function sameClass(a: ExecutorClass, b: ExecutorClass): boolean {
+  if (a.hash !== b.hash || a.directModule !== b.directModule) return false;
+  const names = Object.keys(a.config);
+  return names.length === Object.keys(b.config).length &&
+    names.every((name) => Object.hasOwn(b.config, name) && b.config[name] === a.config[name]);
+}
+
 /** What a WebSocket event answers the node: nothing but that it ran. */
 const SOCKET_EVENT_DONE: ActorResponse = { status: 200, headers: [], body: new Uint8Array(0) };
 
@@ -131,6 +146,10 @@ interface ResidentActor extends ImportedActor {
   sockets: Set<number>;
   /** Its alarm (read from its database at the wake). */
   alarm: ActorAlarm;
+  /** The program its instance was made from: a new version or configuration makes another. */
+  program: ActorProgram | undefined;
+  /** It recorded a new deploy seq that has not landed yet: its next answer waits for it. */
+  seqToLand: boolean;
 }
 
 /** What a resident actor stands at, for {@linkcode ExecutorRuntime.inspect}. */
@@ -197,11 +216,17 @@ export class ExecutorRuntime {
   readonly #imports: ImportRuntime;
   /** Unset without a bucket (a test's runtime): an alarm cannot be set then. */
   readonly #alarmIndex: AlarmIndex | undefined;
+  /** The classes' programs, replaced by a new version's. */
+  #programs: Map<string, ActorProgram>;
+  /** The seq of the app's version they are (0: no app). */
+  #deploySeq: number;
 
   constructor(options: RuntimeOptions) {
     const { init } = options;
     this.init = init;
     this.#o = options;
+    this.#programs = options.programs;
+    this.#deploySeq = init.deploySeq;
     this.#clock = options.clock;
     this.#lease = new LeaseBound(options.clock);
     this.#log = options.log;
@@ -370,8 +395,7 @@ export class ExecutorRuntime {
     generation: number,
     chain: string[],
   ): Promise<ResidentActor> {
-    const program = this.#o.programs.get(key.class);
-    if (!program) throw new EventFailure(500, `no class ${key.class} in this executor`);
+    this.#programOf(key);
     const path = actorDatabasePath(this.init.dataDir, key);
     Deno.mkdirSync(path.slice(0, path.lastIndexOf("/")), { recursive: true });
     const actor = {
@@ -384,6 +408,8 @@ export class ExecutorRuntime {
       chain,
       sockets: new Set<number>(),
       exports: undefined,
+      program: undefined,
+      seqToLand: false,
       dropInstance: () => {
         actor.exports = undefined;
       },
@@ -400,8 +426,52 @@ export class ExecutorRuntime {
       const txid = store instanceof ReplicatedStore ? store.replica.position.txid : undefined;
       this.#o.observer.opened(key, generation, this.#db(path), txid);
     }
-    await this.#instantiateActor(actor);
     return actor;
+  }
+
+  /** The program of `key`'s class in the version this executor has. */
+  #programOf(key: ActorKey): ActorProgram {
+    const program = this.#programs.get(key.class);
+    if (!program) {
+      throw new EventFailure(404, `the app's version this node runs has no class '${key.class}'`);
+    }
+    return program;
+  }
+
+  /**
+   * The actor's instance for this event: one made from its class's program
+   * now (a new version or configuration drops the one made before, the
+   * database kept), after the actor's deploy seq allows it.
+   */
+  async #instanceFor(actor: ResidentActor): Promise<ActorExportCalls> {
+    const program = this.#programOf(actor.key);
+    if (actor.exports && actor.program === program) return actor.exports;
+    actor.exports = undefined;
+    if (enterDeploySeq(this.#db(actor.path), this.#deploySeq)) actor.seqToLand = true;
+    await this.#instantiateActor(actor, program);
+    return actor.exports!;
+  }
+
+  /**
+   * A new version's classes: from the next event on, each actor's instance
+   * is made from them (on-init once per code version).
+   */
+  async setClasses(seq: number, classes: ExecutorClass[]): Promise<void> {
+    if (!this.#o.programsOf) throw new Error("this runtime takes no new classes");
+    assert(seq >= this.#deploySeq, `a version's seq goes back: ${this.#deploySeq} to ${seq}`);
+    // A class whose code and configuration did not change keeps its
+    // program, so its instances stay (rules alone drop nothing).
+    const kept = new Map<string, ActorProgram>();
+    const changed: ExecutorClass[] = [];
+    for (const spec of classes) {
+      const old = this.#programs.get(spec.className);
+      if (old && sameClass(old.spec, spec)) kept.set(spec.className, old);
+      else changed.push(spec);
+    }
+    const made = await this.#o.programsOf(changed);
+    for (const program of made) kept.set(program.spec.className, program);
+    this.#programs = kept;
+    this.#deploySeq = seq;
   }
 
   /**
@@ -458,11 +528,11 @@ export class ExecutorRuntime {
   }
 
   /** Makes the actor's instance, running on-init once per code version. */
-  async #instantiateActor(actor: ResidentActor) {
-    const program = this.#o.programs.get(actor.key.class)!;
+  async #instantiateActor(actor: ResidentActor, program: ActorProgram) {
     const { path } = actor;
     const exports = await program.instantiate(hostImports(actor, program.spec, this.#imports));
     actor.exports = exports;
+    actor.program = program;
     const db = this.#db(path);
     if (db.getMeta(INIT_VERSION_KEY) === program.spec.hash) return;
     try {
@@ -578,11 +648,11 @@ export class ExecutorRuntime {
         actor = await this.#wake(seq, key, id, generation, chain);
       } else {
         // Before an on-init that runs again (after a delete-self or a failed
-        // one): its waits and calls are this event's.
+        // one, or under a new version): its waits and calls are this event's.
         actor.seq = seq;
         actor.chain = chain;
-        if (!actor.exports) await this.#instantiateActor(actor);
       }
+      await this.#instanceFor(actor);
       const db = () => this.#databases.peek(actor!.path);
       const path = actor.path;
       const before = actor.store.beforeEvent(() => this.#db(path));
@@ -603,6 +673,10 @@ export class ExecutorRuntime {
       const open = db();
       if (open && !actor.dead) actor.store.committed(open);
       if (alarm && !actor.dead) await this.#alarmLanded(seq, actor, alarm);
+      if (actor.seqToLand && !actor.dead) {
+        await this.#landed(seq, actor, "the actor's move to the app's new version");
+        actor.seqToLand = false;
+      }
       if (!actor.dead) {
         this.#post({ type: "done", seq, response, alarm: actor.alarm.stored ?? null });
       } else {
@@ -614,6 +688,7 @@ export class ExecutorRuntime {
       actor?.alarm?.discard();
       if (actor && !actor.dead) this.#dropInstance(actor);
       const alarm = actor?.alarm && !actor.dead ? { alarm: actor.alarm.stored ?? null } : {};
+      if (error instanceof BehindActor) this.#post({ type: "behind", seq: error.actorSeq });
       if (error instanceof EventFailure) {
         this.#log.warn("event failed", { actor: id, reason: error.message });
         this.#post({ type: "failed", seq, status: error.status, message: error.message, ...alarm });
@@ -682,14 +757,7 @@ export class ExecutorRuntime {
   async #alarmLanded(seq: number, actor: ResidentActor, alarm: AlarmCommit): Promise<void> {
     if (!alarm.changed && alarm.stale.length === 0) return;
     const landed = actor.store.landed();
-    if (alarm.changed) {
-      try {
-        await this.#suspend(seq, landed);
-      } catch (error) {
-        if (error instanceof EventFailure) throw error;
-        throw new EventFailure(503, "the alarm's change did not reach the bucket; retry");
-      }
-    }
+    if (alarm.changed) await this.#landed(seq, actor, "the alarm's change", landed);
     if (alarm.stale.length === 0) return;
     const { key } = actor;
     landed.then(
@@ -697,6 +765,21 @@ export class ExecutorRuntime {
       // A failed upload gave the actor up: its entries stay as its history has them.
       () => {},
     );
+  }
+
+  /** The event waits until its commits are in the bucket; `what` names them in its 503. */
+  async #landed(
+    seq: number,
+    actor: ResidentActor,
+    what: string,
+    landed = actor.store.landed(),
+  ): Promise<void> {
+    try {
+      await this.#suspend(seq, landed);
+    } catch (error) {
+      if (error instanceof EventFailure) throw error;
+      throw new EventFailure(503, `${what} did not reach the bucket; retry`);
+    }
   }
 
   /** Commits the event's alarm change (alarm_event.ts). */
@@ -788,7 +871,7 @@ export class ExecutorRuntime {
    * next starts only when it ends or waits on the bucket (then the node is
    * told), so the node knows which event is running.
    */
-  handle(message: Exclude<ToExecutor, ExecutorInit>): void {
+  handle(message: Exclude<ToExecutor, ExecutorInit | { type: "classes" }>): void {
     switch (message.type) {
       case "event": {
         const id = actorKeyString(message.actor);

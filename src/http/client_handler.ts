@@ -17,6 +17,7 @@ import { withCallHeaders } from "../actors/call_chain.ts";
 import { CALL_HEADERS } from "../security/call_signature.ts";
 import { ALARM_HANDOVER_PATH, decodeHandover, type HandedAlarm } from "../alarms/alarm_handover.ts";
 import { handshakeProblem } from "../websockets/handshake.ts";
+import type { AccessVerdict } from "../deploy/access_rule.ts";
 
 /** The header naming the node that answered. */
 export const NODE_HEADER = "x-wasmkeep-node";
@@ -83,8 +84,16 @@ export interface ClientHandlerContext {
   admit?(): (() => void) | string;
   /** The metrics in the Prometheus text format; unset on the cluster listener (not served). */
   renderMetrics?(): string;
-  /** Whether a class is internal: reached only by actors.call, never by a client. */
-  isInternal?(className: string): boolean;
+  /**
+   * What the class's access rule lets a client do with the actor `name`
+   * (ADR 0010): run it, run it only if it exists, or nothing (internal:
+   * reached only by actors.call). Unset: every class is open.
+   */
+  access?(className: string, name: string): AccessVerdict;
+  /** The class's required names unset now (its upgrades get 503), or `undefined`. */
+  missing?(className: string): string[] | undefined;
+  /** Whether the actor exists (it was ever created), for a class open only to existing actors. */
+  exists?(key: ActorKey): Promise<boolean>;
   /**
    * Checks the signature of a call another node sent (unset where signed
    * calls are not believed: they are then a client's requests). `undefined`
@@ -257,6 +266,27 @@ class Client {
 
 const EMPTY = new Uint8Array(0);
 
+/**
+ * For a class open only to existing actors: the 404 of a request for an
+ * actor that never existed, a 503 when the bucket cannot tell, or nothing.
+ */
+async function existenceRefusal(
+  context: ClientHandlerContext,
+  key: ActorKey,
+): Promise<Response | undefined> {
+  try {
+    if (await context.exists!(key)) return undefined;
+  } catch {
+    return textResponse(503, "the bucket did not answer whether the actor exists; retry", {
+      "retry-after": "1",
+    });
+  }
+  return textResponse(
+    404,
+    `no actor '${key.name}' of class '${key.class}': the class serves only actors that exist (access rule existing)`,
+  );
+}
+
 /** The 403 of a client's request for an internal class. */
 function internal(className: string): Response {
   return textResponse(
@@ -414,14 +444,26 @@ export function createClientHandler(
       if (reason) {
         return withNode(textResponse(503, `not ready: ${reason}`, { "retry-after": "1" }));
       }
-      if (context.isInternal?.(className)) return withNode(internal(className));
+      const access = context.access?.(className, name) ?? "run";
+      if (access === "internal") return withNode(internal(className));
+      const key = { tenant: context.tenant, class: className, name };
+      const missing = context.missing?.(className);
+      if (missing) {
+        return withNode(textResponse(
+          503,
+          `class '${className}' is missing required values (${missing.join(", ")}); retry`,
+          { "retry-after": "1" },
+        ));
+      }
+      const refusal = access === "existing-only" && await existenceRefusal(context, key);
+      if (refusal) return withNode(refusal);
       // A socket holds its place for as long as it is open, as a connection would.
       const place = context.admit?.();
       if (typeof place === "string") {
         return withNode(textResponse(503, place, { "retry-after": "1" }));
       }
       return withNode(
-        await context.openSocket({ tenant: context.tenant, class: className, name }, request, {
+        await context.openSocket(key, request, {
           method: request.method,
           path: rest,
           query: url.search.slice(1),
@@ -447,7 +489,8 @@ export function createClientHandler(
         );
       }
       const unread = unreadBody(context, request, headers);
-      if (unread && context.isInternal?.(className)) return withNode(internal(className));
+      const access = context.access?.(className, name) ?? "run";
+      if (unread && access === "internal") return withNode(internal(className));
       let body: Uint8Array = EMPTY;
       if (!unread) {
         try {
@@ -468,9 +511,14 @@ export function createClientHandler(
         const retry: Record<string, string> = verdict.status === 503 ? { "retry-after": "1" } : {};
         return withNode(textResponse(verdict.status, verdict.reason, retry));
       }
+      const key = { tenant: context.tenant, class: className, name };
       if (verdict) eventHeaders = withCallHeaders(eventHeaders, verdict.caller, verdict.chain);
-      else if (context.isInternal?.(className)) return withNode(internal(className));
-      const outcome = await context.dispatch({ tenant: context.tenant, class: className, name }, {
+      else if (access === "internal") return withNode(internal(className));
+      else if (access === "existing-only") {
+        const refusal = await existenceRefusal(context, key);
+        if (refusal) return withNode(refusal);
+      }
+      const outcome = await context.dispatch(key, {
         method: request.method,
         path: rest,
         query: url.search.slice(1),

@@ -56,7 +56,7 @@ import {
   wallClockOf,
 } from "./policies.ts";
 import type { ClientListen, ClientListener } from "./listen.ts";
-import { ActorSockets } from "../websockets/actor_sockets.ts";
+import { ActorSockets, CLOSE } from "../websockets/actor_sockets.ts";
 import { movedSince } from "../websockets/owner_sweep.ts";
 import { relayedSocketAcceptor, socketOpener, type SocketUpgrade } from "../websockets/upgrade.ts";
 import type { UpgradeAnswer } from "../net/h1/server.ts";
@@ -65,6 +65,11 @@ import { AlarmTimers } from "../alarms/alarm_timers.ts";
 import { AlarmSweep } from "../alarms/alarm_sweep.ts";
 import type { HandedAlarm } from "../alarms/alarm_handover.ts";
 import { ALARM_SWEEP_MS } from "../limits.ts";
+import type { ClassCatalog } from "../deploy/class_catalog.ts";
+import type { AppFollower } from "../deploy/app_follower.ts";
+import { ExistingActors } from "../deploy/existing_actors.ts";
+import { appNameString } from "../deploy/app_name.ts";
+import type { EventOutcome } from "../actors/protocol.ts";
 
 /** What a node is built from besides its options: its seams. */
 export interface NodeSeams {
@@ -129,6 +134,10 @@ export interface NodeParts {
   ownership: OwnershipRecords;
   /** The cluster side, not started; `undefined` on a standalone node. */
   plane: ClusterPlane | undefined;
+  /** The classes served now, with their rules. */
+  catalog: ClassCatalog;
+  /** The follower of the app (`--app`), started by the lifecycle once the node is ready. */
+  follower: AppFollower | undefined;
   /** The take rule its actor host takes with. */
   takeRule: TakeRule;
   timing: LeaseTiming | undefined;
@@ -179,7 +188,14 @@ export class Readiness {
   #reason: string | undefined = "starting";
   #stopping = false;
 
-  constructor(readonly plane: ClusterPlane | undefined) {}
+  /**
+   * `blocked`: why the node's other parts keep it from being ready (its
+   * app's version cannot be applied), checked after the lifecycle's reason.
+   */
+  constructor(
+    readonly plane: ClusterPlane | undefined,
+    readonly blocked: () => string | undefined = () => undefined,
+  ) {}
 
   /** The reason the lifecycle gives now, `undefined` once it is done starting. */
   set(reason: string | undefined): void {
@@ -200,6 +216,8 @@ export class Readiness {
   reason(): string | undefined {
     if (this.#stopping) return "stopping";
     if (this.#reason) return this.#reason;
+    const blocked = this.blocked();
+    if (blocked) return blocked;
     if (this.plane && !this.plane.valid()) {
       return "the node lease is not valid (its heartbeat did not land)";
     }
@@ -210,11 +228,26 @@ export class Readiness {
 /** What is made before the assembly: the options, their classes and where the node lives. */
 export interface NodeInput {
   options: NodeOptions;
-  /** The classes as executors need them (components loaded, or the simulator's). */
-  classes: ExecutorClass[];
+  /** The classes served now (components loaded, or the simulator's), with their rules. */
+  catalog: ClassCatalog;
+  /** With `options.app`: the follower of the app, which replaces the catalog's version (not started). */
+  follower?: AppFollower;
   /** The data directory, resolved. */
   dataDir: string;
   bucketUrl: string;
+}
+
+/** The 503 of an event whose class lacks a required value (`--requires`), or `undefined`. */
+function unsetRequired(catalog: ClassCatalog, key: ActorKey): Promise<EventOutcome> | undefined {
+  const missing = catalog.missing(key.class);
+  if (!missing) return undefined;
+  return Promise.resolve({
+    kind: "failed",
+    status: 503,
+    message: `class '${key.class}' is missing required values (${
+      missing.join(", ")
+    }): it runs once they are set; retry`,
+  });
 }
 
 function randomToken(random: Random): string {
@@ -232,7 +265,10 @@ function randomToken(random: Random): string {
  * ```
  */
 export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
-  const { options, classes, dataDir, bucketUrl } = input;
+  const { options, catalog, follower, dataDir, bucketUrl } = input;
+  const classes = catalog.specs();
+  // A node that follows an app keys its actors by the app's tenant.
+  const tenant = options.app?.tenant ?? DEFAULT_TENANT;
   const { clock, random, log, bucket } = seams;
   const fileLimit = seams.fileLimit ?? openFileLimit();
   const metrics = new MetricsRegistry();
@@ -289,11 +325,12 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
       holders: seams.planted?.holders?.(),
       plaintext: cluster.plaintext,
       version: VERSION,
+      app: options.app && appNameString(options.app),
       ownership,
       signCall: calls.sign,
     })
     : undefined;
-  const readiness = new Readiness(plane);
+  const readiness = new Readiness(plane, () => follower?.notReady());
   const leaseValid = () => !plane || plane.valid();
   const takeRule = plane
     ? (seams.planted?.takeRule ?? freedByHeartbeat)(plane)
@@ -305,6 +342,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     size: options.executors,
     dataDir,
     classes,
+    deploySeq: catalog.seq,
     maxOpenDatabases: maxOpenDatabases(fileLimit),
     databaseIdleMs: options.databaseIdleMs,
     eventTimeoutMs: options.eventTimeoutMs,
@@ -320,6 +358,10 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     historyRetentionMs: options.historyRetentionMs,
     maxSocketMessageBytes: options.maxSocketMessageBytes,
   });
+  // The executors get a new version's classes before any request sees its rules.
+  follower?.onApplied((version) =>
+    pool.setClasses(version.seq, version.classes.map((c) => c.spec))
+  );
   const host = new ActorHost(
     pool,
     // Every take is told to the actor's sockets here (a take from another process is a move).
@@ -359,7 +401,10 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
   const routing = new RequestRouting({
     plane,
     holdsHere: (actor) => host.holds(actor),
-    dispatch: (key, request, special) => host.dispatch(key, request, special),
+    // Every event this node runs (requests, calls, alarms) waits while its
+    // class lacks a required value; an alarm is retried.
+    dispatch: (key, request, special) =>
+      unsetRequired(catalog, key) ?? host.dispatch(key, request, special),
     waits,
     log,
   });
@@ -376,7 +421,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     timers: alarmTimers,
     clock,
     log,
-    tenants: () => [DEFAULT_TENANT],
+    tenants: () => [tenant],
     // A cluster node fires what its owner did not; a standalone one is the
     // owner of everything, and looks one sweep ahead (after a restart).
     graceMs: seams.planted?.alarmSweepGraceMs ??
@@ -405,6 +450,16 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     heldGeneration: (key) => host.holdOf(key)?.generation,
     maxMessageBytes: options.maxSocketMessageBytes,
     counters,
+    refusal: (key) => {
+      if (catalog.access(key.class, key.name) === "internal") {
+        return { code: CLOSE.policyViolation, reason: `class '${key.class}' is internal now` };
+      }
+      const missing = catalog.missing(key.class);
+      return missing && {
+        code: CLOSE.internalError,
+        reason: `class '${key.class}' is missing required values (${missing.join(", ")})`,
+      };
+    },
   });
   /**
    * Whether another node took `key` since its sockets' last event ran here:
@@ -447,20 +502,20 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
       random,
     },
   });
-  const classNames = new Set(classes.map((c) => c.className));
   const clusterUpgrade = routeSocket && relayedSocketAcceptor({
     sockets,
-    tenant: DEFAULT_TENANT,
-    hasClass: (name) => classNames.has(name),
+    tenant,
+    hasClass: (name) => catalog.has(name),
     route: routeSocket,
     clock,
     random,
   });
-  const internalClasses = new Set(
-    options.actors.filter((actor) => actor.internal).map((actor) => actor.className),
-  );
+  const existing = new ExistingActors({
+    held: (key) => host.holds(key),
+    hasRecord: async (key) => (await ownership.read(key)) !== undefined,
+  });
   const onCall = createCallHandler({
-    hasClass: (name) => classNames.has(name),
+    hasClass: (name) => catalog.has(name),
     route: (target, request, call) => routing.routeCall(target, request, call),
   }, clock);
   const dispatch = async (
@@ -477,15 +532,17 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
   };
   const handlerContext = {
     nodeId: options.nodeId,
-    tenant: DEFAULT_TENANT,
+    tenant,
     maxBodyBytes: options.maxBodyBytes,
-    hasClass: (name: string) => classNames.has(name),
+    hasClass: (name: string) => catalog.has(name),
     notReadyReason: () => readiness.reason(),
     dispatch,
     // Where requests may go on to another node, a long body is sent on as it is read.
     streamsBodies: plane !== undefined,
     admit: () => admission.admit(),
-    isInternal: (name: string) => internalClasses.has(name),
+    access: (className: string, name: string) => catalog.access(className, name),
+    missing: (className: string) => catalog.missing(className),
+    exists: (key: ActorKey) => existing.exists(key),
     // A peer's clean stop hands its alarms to this node's timer.
     armAlarms: plane
       ? (alarms: HandedAlarm[]) => {
@@ -527,6 +584,8 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     socketsOf: (actor) => sockets.connections(actor),
     onSocketOutput: (message) => sockets.output(message),
     onAlarmSeen: (actor, due) => alarmTimers.seen(actor, due),
+    // An actor ran a version this node has not applied yet: look for it now.
+    onBehind: () => void follower?.check(),
     onExecutorReplaced: (index, unstarted) => {
       counters.executorReplaced();
       host.executorReplaced(index, unstarted);
@@ -563,6 +622,8 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     processToken,
     ownership,
     plane,
+    catalog,
+    follower,
     takeRule,
     timing,
     pool,

@@ -15,8 +15,13 @@ import { actorRef } from "../actors/call_chain.ts";
 import { OWNER_SWEEP_MS, sweepMovedActors } from "../websockets/owner_sweep.ts";
 import { type Clock, type Random, systemClock, systemRandom, type Timer } from "../time/clock.ts";
 import { createLogger, type Logger } from "../log.ts";
-import { loadComponent } from "../actors/component.ts";
-import type { ExecutorClass } from "../actors/protocol.ts";
+import { ClassCatalog } from "../deploy/class_catalog.ts";
+import { AppFollower } from "../deploy/app_follower.ts";
+import { flagClasses, versionClasses } from "../deploy/served_classes.ts";
+import { appNameString } from "../deploy/app_name.ts";
+import { formatAccessRule } from "../deploy/access_rule.ts";
+import { tenantApps } from "../deploy/tenant_apps.ts";
+import { describeError } from "../describe_error.ts";
 import {
   type Bucket,
   FileBucket,
@@ -31,7 +36,12 @@ import type { LeaseChangeCause } from "../cluster/node_lease.ts";
 import { createNodeIdentity, type NodeIdentity } from "../security/node_identity.ts";
 import { ClusterListener } from "../http/cluster_listener.ts";
 import { loadClusterSecret } from "../security/cluster_secret.ts";
-import { type ClusterOptions, type NodeOptions, NodeStartError } from "./options.ts";
+import {
+  type ClusterOptions,
+  NODE_DEFAULTS,
+  type NodeOptions,
+  NodeStartError,
+} from "./options.ts";
 import { assembleNode, type NodeParts, type NodeSeams } from "./assemble.ts";
 import { denoListen } from "./listen.ts";
 import { identityHosts, isPublicAddress } from "./addresses.ts";
@@ -117,9 +127,15 @@ export class WasmKeepNode {
     const random = deps.random ?? systemRandom;
     const log = deps.log ?? createLogger({ level: options.logLevel });
     const dataDir = await Deno.realPath(await ensureDir(options.dataDir));
-    const classes = await loadClasses(options, dataDir, log);
     const bucketUrl = options.bucketUrl ?? `file://${dataDir}/bucket`;
     const bucket = deps.bucket ?? openNodeBucket(bucketUrl, clock, random);
+    let classes: { catalog: ClassCatalog; follower?: AppFollower };
+    try {
+      classes = await servedClasses(options, dataDir, bucket, clock, log);
+    } catch (error) {
+      await bucket.close();
+      throw error;
+    }
     let identity: NodeIdentity | undefined;
     const listener = options.cluster?.listener;
     if (listener) {
@@ -140,7 +156,7 @@ export class WasmKeepNode {
     };
     let parts: NodeParts;
     try {
-      parts = assembleNode({ options, classes, dataDir, bucketUrl }, seams);
+      parts = assembleNode({ options, ...classes, dataDir, bucketUrl }, seams);
     } catch (error) {
       await bucket.close();
       throw error;
@@ -197,11 +213,55 @@ export class WasmKeepNode {
         `the bucket ${bucketUrl} failed the start-up probe: ${probe.reason}`,
       );
     }
+    if (options.app) await this.#checkTenant();
     if (options.cluster) await this.#joinCluster(options.cluster);
     // In a cluster the sweep is a lease duty; a standalone node runs it until it stops.
     else this.#standaloneSweep = this.#parts.alarmSweep.run(this.#startAbort.signal);
+    this.#parts.follower?.start();
     readiness.set(undefined);
     log.info("node ready", { node: options.nodeId, url: this.url, bucket: bucketUrl });
+  }
+
+  /**
+   * One app per tenant per prefix: a live node serving another app of this
+   * node's tenant stops the start; other deployed apps of the tenant (two
+   * of one tenant predate the check) are warned about by name.
+   */
+  async #checkTenant(): Promise<void> {
+    const { bucket, clock, log, options, readiness } = this.#parts;
+    const app = options.app!;
+    readiness.set("checking that no live node serves another app of this tenant");
+    let found;
+    try {
+      found = await tenantApps(
+        bucket,
+        app,
+        options.nodeId,
+        () => clock.now(),
+        options.cluster?.leaseTtlMs ?? NODE_DEFAULTS.leaseTtlMs,
+      );
+    } catch (error) {
+      await this.stop();
+      throw new NodeStartError(
+        `cannot read the bucket's heartbeats and apps to check the tenant's apps: ${
+          describeError(error)
+        }`,
+      );
+    }
+    for (const other of found.deployedOthers) {
+      log.warn(
+        "another app of this tenant is deployed on this prefix: two apps of one tenant share its actors",
+        { app: appNameString(app), other },
+      );
+    }
+    if (found.liveOther) {
+      await this.stop();
+      throw new NodeStartError(
+        `node ${found.liveOther.node} serves ${found.liveOther.app}, another app of tenant ${app.tenant} on this prefix: one app per tenant per prefix; serve ${
+          appNameString(app)
+        } on another prefix (s3://bucket/other) or under another tenant`,
+      );
+    }
   }
 
   async #joinCluster(cluster: ClusterOptions): Promise<void> {
@@ -452,6 +512,7 @@ export class WasmKeepNode {
     this.#startAbort.abort(new Error("the node is stopping"));
     // No alarm fires here from now on.
     this.#parts.alarmTimers.stop();
+    this.#parts.follower?.stop();
     // Kept requests get their 503 now: this node takes nothing over any more.
     waits.stop();
     // Its actors' sockets close with 1012, and so do the sockets it relays
@@ -509,32 +570,53 @@ export class WasmKeepNode {
   }
 }
 
-/** The classes of `options.actors`, their components loaded (a broken one fails here). */
-async function loadClasses(
+/**
+ * The classes the node starts with: those of `--actor` (a broken component
+ * fails here), or the app's current version, read and applied by its
+ * follower (a node whose app cannot be applied yet starts not ready). A
+ * node given `--access` for an app that deploys its own rules refuses to
+ * start (ADR 0013).
+ */
+async function servedClasses(
   options: NodeOptions,
   dataDir: string,
+  bucket: Bucket,
+  clock: Clock,
   log: Logger,
-): Promise<ExecutorClass[]> {
-  const classes: ExecutorClass[] = [];
-  for (const actor of options.actors) {
-    const loaded = await loadComponent(actor.className, actor.path, `${dataDir}/cache/components`);
-    classes.push({
-      className: actor.className,
-      hash: loaded.hash,
-      glue: loaded.glue,
-      coreModules: loaded.coreModules,
-      directModule: options.abi === "jco" ? undefined : loaded.directModule,
-      config: actor.config ?? {},
-    });
-    log.info("actor class loaded", {
-      class: actor.className,
-      path: actor.path,
-      version: loaded.hash.slice(0, 16),
-      bindings: options.abi !== "jco" && loaded.directModule ? "direct" : "jco",
-      why_jco: options.abi === "jco" ? "--abi jco" : loaded.directProblem,
-    });
+): Promise<{ catalog: ClassCatalog; follower?: AppFollower }> {
+  const loading = {
+    cacheDir: `${dataDir}/cache/components`,
+    abi: options.abi,
+    env: options.env,
+    log,
+  };
+  const app = options.app;
+  if (!app) {
+    return { catalog: new ClassCatalog({ seq: 0, classes: await flagClasses(options.actors, loading) }) };
   }
-  return classes;
+  const accessFlags = options.accessFlags ?? {};
+  const catalog = new ClassCatalog({ seq: 0, classes: [] });
+  const follower = new AppFollower({
+    bucket,
+    app,
+    clock,
+    log,
+    catalog,
+    load: (version) => versionClasses(bucket, app, version, accessFlags, loading),
+    hasAccessFlags: Object.keys(accessFlags).length > 0,
+  });
+  await follower.check();
+  const applied = follower.applied;
+  if (applied?.version.rulesDeployed && Object.keys(accessFlags).length > 0) {
+    const name = appNameString(app);
+    const flags = Object.entries(accessFlags).map(([c, rule]) =>
+      `--access ${c}=${formatAccessRule(rule)}`
+    ).join(" ");
+    throw new NodeStartError(
+      `--access is refused: the app ${name} deploys its own access rules (version ${applied.id}, seq ${applied.version.seq}); remove --access from this node's command line, and change rules with wasmkeep deploy --app ${name} --bucket ${options.bucketUrl ?? "URL"} ${flags}`,
+    );
+  }
+  return { catalog, follower };
 }
 
 /**

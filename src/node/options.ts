@@ -6,6 +6,8 @@
  */
 
 import type { LogLevel } from "../log.ts";
+import type { AccessRule } from "../deploy/access_rule.ts";
+import type { AppName } from "../deploy/app_name.ts";
 
 /** One actor class given to the node. */
 export interface ActorClassOption {
@@ -13,8 +15,8 @@ export interface ActorClassOption {
   path: string;
   /** Named values `config.get` returns. */
   config?: Record<string, string>;
-  /** Reached only by actors.call, never by a client (`--access CLASS=internal`). */
-  internal?: boolean;
+  /** Who reaches the class from outside (`--access CLASS=RULE`); open when unset. */
+  access?: AccessRule;
 }
 
 /** Everything a node is started with; defaults in {@linkcode NODE_DEFAULTS}. */
@@ -24,7 +26,21 @@ export interface NodeOptions {
   hostname: string;
   port: number;
   dataDir: string;
+  /** The classes (`--actor`); with `app`, none: they come from its deploys. */
   actors: ActorClassOption[];
+  /**
+   * The app the node follows (`--app TENANT/APP`): its classes, rules and
+   * configuration come from its deployed versions, its actors are keyed by
+   * its tenant.
+   */
+  app?: AppName;
+  /**
+   * With `app`: rules from `--access`, used until the app deploys its own
+   * (ADR 0013), and refused at start once it did.
+   */
+  accessFlags?: Record<string, AccessRule>;
+  /** Values every class reads (`--env FILE`); they win over the configuration by name. */
+  env?: Record<string, string>;
   /** `s3://BUCKET[/PREFIX]` or `file://PATH`; default `file://<dataDir>/bucket`. */
   bucketUrl?: string;
   eventTimeoutMs: number;

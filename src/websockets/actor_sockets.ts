@@ -81,10 +81,20 @@ export const CLOSE = {
   tryAgainLater: 1013,
   /** The actor moved to another node, or this node stops (the client reconnects). */
   serviceRestart: 1012,
+  /** The class is no longer reachable from outside (made internal by a deploy). */
+  policyViolation: 1008,
+  /** The class cannot run: a required value is unset. */
+  internalError: 1011,
 } as const;
 
 /** What {@linkcode ActorSockets} works with. */
 export interface ActorSocketsOptions {
+  /**
+   * Why a socket of `key` closes at its next message instead of running it
+   * (the version served now made its class internal, or left a required
+   * value unset): the close code and reason. Unset: never.
+   */
+  refusal?(key: ActorKey): { code: number; reason: string } | undefined;
   /**
    * Runs a socket event on its actor, queued with its requests;
    * `stillWanted`, asked as it is sent (after any take), calls it off.
@@ -386,6 +396,14 @@ export class ActorSockets {
   }
 
   #event(entry: OpenSocket, request: ActorRequest, socket: SocketEvent): void {
+    const refusal = socket.kind === "message" ? this.#o.refusal?.(entry.key) : undefined;
+    if (refusal) {
+      // An internal class still runs (and hears the close); one lacking a required value does not.
+      if (refusal.code === CLOSE.policyViolation) {
+        this.#closeByNode(entry, refusal.code, refusal.reason);
+      } else this.#closeHere(entry, refusal.code, refusal.reason);
+      return;
+    }
     const id = entry.actorId;
     const earlier = this.#checks.get(id);
     const check = socket.kind === "message" ? this.#o.movedAway : undefined;

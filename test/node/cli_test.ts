@@ -112,9 +112,18 @@ Deno.test("usage errors exit 2 naming the flag", async () => {
         /--cluster-listen and --cluster-advertise go only with --node-id/,
       ],
       [
-        ["serve", "--actor", `counter=${COUNTER_WASM}`, "--access", "counter=existing"],
-        /--access counter=existing: the rule must be open or internal/,
+        ["serve", "--actor", `counter=${COUNTER_WASM}`, "--access", "counter=closed"],
+        /--access counter=closed: 'closed' is not an access rule: open, existing, existing:NAME or internal/,
       ],
+      [
+        ["serve", "--app", "acme/shop", "--actor", `counter=${COUNTER_WASM}`],
+        /--actor counter=.*: a node following --app acme\/shop serves the classes its deploys give \(wasmkeep deploy --app acme\/shop/,
+      ],
+      [
+        ["serve", "--app", "acme/shop", "--config", "counter=x.env"],
+        /--config counter=x.env: a node following --app acme\/shop reads .*node-local values go in --env FILE/,
+      ],
+      [["serve", "--app", "acme"], /--app must be TENANT\/APP, not 'acme'/],
       [["frobnicate"], /unknown command 'frobnicate'/],
     ] as const
   ) {
