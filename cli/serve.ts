@@ -419,8 +419,9 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
     }
     const actor = actors.get(className);
     if (app) accessFlags[className] = rule;
-    else if (!actor) throw new UsageError(`--access ${value}: no --actor gives class '${className}'`);
-    else actor.access = rule;
+    else if (!actor) {
+      throw new UsageError(`--access ${value}: no --actor gives class '${className}'`);
+    } else actor.access = rule;
   }
   for (const value of (flags.config as string[] | undefined) ?? []) {
     if (app) {

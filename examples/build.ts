@@ -55,6 +55,11 @@ const targets: Target[] = [
     defines: ["TESTBED_INIT_FAILS"],
   },
   {
+    out: `${FIXTURES}/testbed_v2.wasm`,
+    sources: [`${FIXTURES}/testbed.c`, SDK],
+    defines: ['TESTBED_VERSION="2"'],
+  },
+  {
     out: `${FIXTURES}/wrong_world.wasm`,
     sources: [`${FIXTURES}/wrong_world.c`],
     wit: WRONG_WORLD_WIT,

@@ -263,7 +263,9 @@ export class ExecutorPool {
     assert(seq >= this.#deploySeq, `a version's seq goes back: ${this.#deploySeq} to ${seq}`);
     this.#classes = classes;
     this.#deploySeq = seq;
-    for (const executor of this.#executors) this.#write(executor, { type: "classes", seq, classes });
+    for (const executor of this.#executors) {
+      this.#write(executor, { type: "classes", seq, classes });
+    }
   }
 
   /** The seq of the version the executors run (0 without an app). */

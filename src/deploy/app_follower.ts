@@ -141,7 +141,8 @@ export class AppFollower {
     if (!read) {
       // A current deleted by hand leaves this node with what it has.
       if (!this.#applied) {
-        this.#problem = `the app ${name} has no deployed version yet (wasmkeep deploy --app ${name})`;
+        this.#problem =
+          `the app ${name} has no deployed version yet (wasmkeep deploy --app ${name})`;
       }
       return;
     }

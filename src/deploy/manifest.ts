@@ -132,7 +132,9 @@ function sortedRecord<T>(record: Record<string, T>): Record<string, T> {
  *   rulesDeployed: false, writtenAt: 0, classes: {} });
  * ```
  */
-export async function encodeVersion(version: AppVersion): Promise<{ id: string; bytes: Uint8Array }> {
+export async function encodeVersion(
+  version: AppVersion,
+): Promise<{ id: string; bytes: Uint8Array }> {
   const classes: Record<string, unknown> = {};
   for (const [name, c] of Object.entries(sortedRecord(version.classes))) {
     classes[name] = {
@@ -197,7 +199,9 @@ export function decodeVersion(bytes: Uint8Array, key: string): AppVersion {
   }
   if (typeof json.app !== "string") throw new ManifestError(key, "no app");
   if (!isSeq(json.seq)) throw new ManifestError(key, "the seq is not a positive integer");
-  if (json.previous !== null && (typeof json.previous !== "string" || !isVersionId(json.previous))) {
+  if (
+    json.previous !== null && (typeof json.previous !== "string" || !isVersionId(json.previous))
+  ) {
     throw new ManifestError(key, "previous is not a version id");
   }
   if (

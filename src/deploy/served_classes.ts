@@ -13,8 +13,8 @@ import { appComponentKey } from "../bucket/keys.ts";
 import {
   cachedComponent,
   componentFromBytes,
-  type LoadedComponent,
   loadComponent,
+  type LoadedComponent,
 } from "../actors/component.ts";
 import type { ExecutorClass } from "../actors/protocol.ts";
 import type { ActorClassOption } from "../node/options.ts";

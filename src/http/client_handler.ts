@@ -45,8 +45,13 @@ export interface ClientHandlerContext {
   /** Largest request body accepted, in bytes. */
   maxBodyBytes: number;
   hasClass(name: string): boolean;
-  /** Why the node is not ready, or `undefined` when it is. */
+  /** Why the node serves no request now, or `undefined` when it does. */
   notReadyReason(): string | undefined;
+  /**
+   * Why `/_wasmkeep/ready` says not ready, which may also be while it
+   * serves (a version of its app it cannot apply); `notReadyReason` unset.
+   */
+  readyReport?(): string | undefined;
   /**
    * Opens a WebSocket to the actor `key` for a valid upgrade `request`
    * (`upgrade` is it as the actor's `on-websocket-open` sees it): the 101,
@@ -414,7 +419,7 @@ export function createClientHandler(
     if (typeof url === "string") return withNode(textResponse(400, url));
     if (url.pathname === "/_wasmkeep/health") return withNode(textResponse(200, "ok"));
     if (url.pathname === "/_wasmkeep/ready") {
-      const reason = context.notReadyReason();
+      const reason = context.readyReport?.() ?? context.notReadyReason();
       return withNode(
         reason ? textResponse(503, `not ready: ${reason}`) : textResponse(200, "ready"),
       );

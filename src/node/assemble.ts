@@ -194,7 +194,8 @@ export class Readiness {
    */
   constructor(
     readonly plane: ClusterPlane | undefined,
-    readonly blocked: () => string | undefined = () => undefined,
+    readonly blocked: () => { reason: string; servesRequests: boolean } | undefined = () =>
+      undefined,
   ) {}
 
   /** The reason the lifecycle gives now, `undefined` once it is done starting. */
@@ -212,12 +213,21 @@ export class Readiness {
     return this.#reason === undefined;
   }
 
+  /**
+   * Why `/_wasmkeep/ready` says not ready, or `undefined`: {@linkcode reason},
+   * or what keeps the node from being ready while it still serves (a
+   * version of its app it cannot apply, beside the one it keeps).
+   */
+  readyReport(): string | undefined {
+    return this.reason() ?? this.blocked()?.reason;
+  }
+
   /** Why the node is not ready, or `undefined`. */
   reason(): string | undefined {
     if (this.#stopping) return "stopping";
     if (this.#reason) return this.#reason;
     const blocked = this.blocked();
-    if (blocked) return blocked;
+    if (blocked && !blocked.servesRequests) return blocked.reason;
     if (this.plane && !this.plane.valid()) {
       return "the node lease is not valid (its heartbeat did not land)";
     }
@@ -330,7 +340,11 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
       signCall: calls.sign,
     })
     : undefined;
-  const readiness = new Readiness(plane, () => follower?.notReady());
+  const readiness = new Readiness(plane, () => {
+    const reason = follower?.notReady();
+    // A node that applied a version serves it while it cannot apply the next.
+    return reason === undefined ? undefined : { reason, servesRequests: !!follower!.applied };
+  });
   const leaseValid = () => !plane || plane.valid();
   const takeRule = plane
     ? (seams.planted?.takeRule ?? freedByHeartbeat)(plane)
@@ -536,6 +550,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     maxBodyBytes: options.maxBodyBytes,
     hasClass: (name: string) => catalog.has(name),
     notReadyReason: () => readiness.reason(),
+    readyReport: () => readiness.readyReport(),
     dispatch,
     // Where requests may go on to another node, a long body is sent on as it is read.
     streamsBodies: plane !== undefined,

@@ -36,12 +36,7 @@ import type { LeaseChangeCause } from "../cluster/node_lease.ts";
 import { createNodeIdentity, type NodeIdentity } from "../security/node_identity.ts";
 import { ClusterListener } from "../http/cluster_listener.ts";
 import { loadClusterSecret } from "../security/cluster_secret.ts";
-import {
-  type ClusterOptions,
-  NODE_DEFAULTS,
-  type NodeOptions,
-  NodeStartError,
-} from "./options.ts";
+import { type ClusterOptions, NODE_DEFAULTS, type NodeOptions, NodeStartError } from "./options.ts";
 import { assembleNode, type NodeParts, type NodeSeams } from "./assemble.ts";
 import { denoListen } from "./listen.ts";
 import { identityHosts, isPublicAddress } from "./addresses.ts";
@@ -592,7 +587,9 @@ async function servedClasses(
   };
   const app = options.app;
   if (!app) {
-    return { catalog: new ClassCatalog({ seq: 0, classes: await flagClasses(options.actors, loading) }) };
+    return {
+      catalog: new ClassCatalog({ seq: 0, classes: await flagClasses(options.actors, loading) }),
+    };
   }
   const accessFlags = options.accessFlags ?? {};
   const catalog = new ClassCatalog({ seq: 0, classes: [] });
@@ -613,7 +610,9 @@ async function servedClasses(
       `--access ${c}=${formatAccessRule(rule)}`
     ).join(" ");
     throw new NodeStartError(
-      `--access is refused: the app ${name} deploys its own access rules (version ${applied.id}, seq ${applied.version.seq}); remove --access from this node's command line, and change rules with wasmkeep deploy --app ${name} --bucket ${options.bucketUrl ?? "URL"} ${flags}`,
+      `--access is refused: the app ${name} deploys its own access rules (version ${applied.id}, seq ${applied.version.seq}); remove --access from this node's command line, and change rules with wasmkeep deploy --app ${name} --bucket ${
+        options.bucketUrl ?? "URL"
+      } ${flags}`,
     );
   }
   return { catalog, follower };

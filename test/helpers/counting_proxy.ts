@@ -46,12 +46,18 @@ export function startCountingProxy(
   target: string,
   bucket: string,
   prefix: string,
+  options: {
+    /** How long to hold a request of class `which` (`GET apps`, …) before sending it on; 0 by default. */
+    delayMs?: (which: string) => number;
+  } = {},
 ): CountingProxy {
   let counts: RequestCounts = {};
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (request) => {
     const url = new URL(request.url);
     const which = requestClass(request.method, url, bucket, prefix);
     counts[which] = (counts[which] ?? 0) + 1;
+    const delay = options.delayMs?.(which) ?? 0;
+    if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay));
     const body = request.body ? new Uint8Array(await request.arrayBuffer()) : undefined;
     const answer = await fetch(`${target}${url.pathname}${url.search}`, {
       method: request.method,

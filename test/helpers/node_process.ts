@@ -48,6 +48,9 @@ export const KV_WASM: string = `${ROOT}examples/kv/kv.wasm`;
 /** The host's test component. */
 export const TESTBED_WASM: string = `${ROOT}test/fixtures/components/testbed.wasm`;
 
+/** The testbed as a second code version (its `/version` answers 2), for deploys. */
+export const TESTBED_V2_WASM: string = `${ROOT}test/fixtures/components/testbed_v2.wasm`;
+
 const MAIN = `${ROOT}main.ts`;
 const START_TIMEOUT_MS = 30_000;
 
