@@ -19,7 +19,7 @@ import { ExecutorPool } from "../actors/executor_pool.ts";
 import type { ExecutorLauncher } from "../actors/executor_launcher.ts";
 import { ActorHost } from "../actors/actor_host.ts";
 import { type ActorKey, DEFAULT_TENANT } from "../actors/key.ts";
-import type { ActorRequest, ExecutorClass } from "../actors/protocol.ts";
+import type { ActorRequest, EventOutcome } from "../actors/protocol.ts";
 import { createCallHandler } from "../actors/call_router.ts";
 import { createClientHandler } from "../http/client_handler.ts";
 import type { UnreadBody } from "../http/unread_body.ts";
@@ -69,7 +69,6 @@ import type { ClassCatalog } from "../deploy/class_catalog.ts";
 import type { AppFollower } from "../deploy/app_follower.ts";
 import { ExistingActors } from "../deploy/existing_actors.ts";
 import { appNameString } from "../deploy/app_name.ts";
-import type { EventOutcome } from "../actors/protocol.ts";
 
 /** What a node is built from besides its options: its seams. */
 export interface NodeSeams {
