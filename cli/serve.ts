@@ -302,7 +302,7 @@ const SERVE_ENVIRONMENT = `Environment, with --bucket s3://...:
 
 /** The help text of `wasmkeep serve`. */
 export const SERVE_HELP: string = formatHelp(
-  "wasmkeep serve [STATELESS.wasm (not in this version yet)] --actor CLASS=PATH... [flags]",
+  "wasmkeep serve [STATELESS.wasm (not in this version yet)] (--actor CLASS=PATH... | --app TENANT/APP) [flags]",
   "Runs a WasmKeep node: actors at /actor/<class>/<name>, health at /_wasmkeep/health,\n" +
     "readiness at /_wasmkeep/ready. SIGTERM or Ctrl-C stops it cleanly.",
   SERVE_FLAGS,

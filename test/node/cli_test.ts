@@ -206,7 +206,7 @@ Deno.test("the stateless component the usage line names is said to be not in thi
   const help = await runWasmkeep(["serve", "--help"]);
   assert.match(
     help.stdout,
-    /^Usage: wasmkeep serve \[STATELESS\.wasm \(not in this version yet\)\] --actor CLASS=PATH\.\.\. \[flags\]$/m,
+    /^Usage: wasmkeep serve \[STATELESS\.wasm \(not in this version yet\)\] \(--actor CLASS=PATH\.\.\. \| --app TENANT\/APP\) \[flags\]$/m,
   );
   const given = await runWasmkeep(["serve", "app.wasm", "--actor", `counter=${COUNTER_WASM}`]);
   assert.equal(given.code, 2, given.stderr);

@@ -12,6 +12,7 @@ import { clusterStatus, request, scratchDir, startClusterNode } from "../helpers
 import { startMoto } from "../helpers/moto.ts";
 import { startCountingProxy } from "../helpers/counting_proxy.ts";
 import {
+  GREETER_WASM,
   type NodeProcess,
   runWasmkeep,
   TESTBED_V2_WASM,
@@ -341,6 +342,30 @@ Deno.test("deploys: a node that never got rules logs that every class is open; o
       assert.match(
         other.stderr,
         /node a serves acme\/shop, another app of tenant acme on this prefix: one app per tenant per prefix/,
+      );
+    } finally {
+      await a.stop();
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("deploys: examples/greeter answers 503 while GREETING is required and unset, then its greeting", async () => {
+  const dir = await scratchDir("wk-deploy-greeter-");
+  const url = `file://${dir}/bucket`;
+  await Deno.writeTextFile(`${dir}/greeting.env`, "GREETING=hello\n");
+  try {
+    await deploy(url, {}, "--actor", `greeter=${GREETER_WASM}`, "--requires", "greeter=GREETING");
+    const a = await startClusterNode("a", dir, url, APP);
+    try {
+      const refused = await get(a, "ann", "", "greeter");
+      assert.equal(refused.status, 503);
+      assert.match(refused.body, /class 'greeter' is missing required values \(GREETING\)/);
+      await deploy(url, {}, "--config", `greeter=${dir}/greeting.env`);
+      await until(
+        "the greeting",
+        async () => (await get(a, "ann", "", "greeter")).body === "hello, ann",
       );
     } finally {
       await a.stop();
