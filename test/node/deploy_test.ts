@@ -13,6 +13,7 @@ import { startMoto } from "../helpers/moto.ts";
 import { startCountingProxy } from "../helpers/counting_proxy.ts";
 import {
   GREETER_WASM,
+  metric,
   type NodeProcess,
   runWasmkeep,
   TESTBED_V2_WASM,
@@ -367,6 +368,39 @@ Deno.test("deploys: examples/greeter answers 503 while GREETING is required and 
         "the greeting",
         async () => (await get(a, "ann", "", "greeter")).body === "hello, ann",
       );
+    } finally {
+      await a.stop();
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("deploys: an alarm of a class missing a required value waits, and fires once the value is set (within the retry ceiling)", async () => {
+  const dir = await scratchDir("wk-deploy-alarm-");
+  const url = `file://${dir}/bucket`;
+  await Deno.writeTextFile(`${dir}/needed.env`, "NEEDED=yes\n");
+  try {
+    await deploy(url, {}, "--actor", `testbed=${TESTBED_WASM}`);
+    const a = await startClusterNode("a", dir, url, APP, {
+      extra: ["--alarm-retry-max-secs", "2"],
+    });
+    try {
+      const due = Date.now() + 3_000;
+      assert.equal((await get(a, "r", `/alarm?${due}`)).body, "set");
+      await deploy(url, {}, "--requires", "testbed=NEEDED");
+      await until("the class is refused", async () => (await get(a, "r", "/rows")).status === 503);
+      await until(
+        "the alarm was retried",
+        async () => (await metric(a.url, "wasmkeep_alarms_retried_total") ?? 0) >= 2,
+        due - Date.now() + 8_000,
+      );
+      assert.equal(await metric(a.url, "wasmkeep_alarms_fired_total", { by: "owner" }), 0);
+      await deploy(url, {}, "--config", `testbed=${dir}/needed.env`);
+      await until("the alarm fired", async () => {
+        const sql = encodeURIComponent("SELECT count(*) FROM t WHERE x = 'alarm'");
+        return (await get(a, "r", `/sql?${sql}`)).body === "1";
+      }, APP_POLL_MS + 2_000 + 2_000);
     } finally {
       await a.stop();
     }
