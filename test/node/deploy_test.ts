@@ -20,6 +20,7 @@ import {
   TESTBED_WASM,
 } from "../helpers/node_process.ts";
 import { until } from "../helpers/until.ts";
+import { openSocket } from "../helpers/websocket_client.ts";
 import { openBucket } from "../../src/bucket/open.ts";
 import { appComponentKey, appCurrentKey, appVersionKey } from "../../src/bucket/keys.ts";
 import { readCurrent, readVersion } from "../../src/deploy/app_objects.ts";
@@ -401,6 +402,50 @@ Deno.test("deploys: an alarm of a class missing a required value waits, and fire
         const sql = encodeURIComponent("SELECT count(*) FROM t WHERE x = 'alarm'");
         return (await get(a, "r", `/sql?${sql}`)).body === "1";
       }, APP_POLL_MS + 2_000 + 2_000);
+    } finally {
+      await a.stop();
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("deploys: a class made internal closes its open sockets with 1008 at their next message; one missing a required value with 1011", async () => {
+  const dir = await scratchDir("wk-deploy-sockets-");
+  const url = `file://${dir}/bucket`;
+  try {
+    await deploy(url, {}, "--actor", `testbed=${TESTBED_WASM}`);
+    const a = await startClusterNode("a", dir, url, APP);
+    try {
+      const wsUrl = (name: string) => `${a.url.replace("http", "ws")}/actor/testbed/${name}`;
+      const internal = await openSocket(wsUrl("room"));
+      internal.socket.send("hello");
+      assert.equal(await internal.next(), "hello");
+      await deploy(url, {}, "--access", "testbed=internal");
+      await until(
+        "the class is internal",
+        async () => (await get(a, "room", "/rows")).status === 403,
+      );
+      internal.socket.send("again");
+      const closed = await internal.closed;
+      assert.deepEqual([closed.code, closed.reason], [1008, "class 'testbed' is internal now"]);
+
+      await deploy(url, {}, "--access", "testbed=open");
+      await until("the class is open", async () => (await get(a, "room", "/rows")).status === 200);
+      const required = await openSocket(wsUrl("room"));
+      required.socket.send("hello");
+      assert.equal(await required.next(), "hello");
+      await deploy(url, {}, "--requires", "testbed=NEEDED");
+      await until(
+        "the class is refused",
+        async () => (await get(a, "room", "/rows")).status === 503,
+      );
+      required.socket.send("again");
+      const missing = await required.closed;
+      assert.deepEqual(
+        [missing.code, missing.reason],
+        [1011, "class 'testbed' is missing required values (NEEDED)"],
+      );
     } finally {
       await a.stop();
     }
