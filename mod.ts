@@ -33,6 +33,17 @@
  * console.log(report.summary.live, report.warnings);
  * ```
  *
+ * @example Deploying an app from a script (what `wasmkeep deploy` does)
+ * ```ts ignore
+ * import { deploy, openBucket } from "jsr:@wasmkeep/cli";
+ * const bucket = openBucket("file://.wasmkeep/bucket");
+ * const outcome = await deploy(bucket, { tenant: "acme", app: "shop" }, {
+ *   actors: { counter: "counter.wasm" },
+ *   access: { counter: { kind: "existing", creatable: "main" } },
+ * });
+ * console.log(outcome.after.id, outcome.after.version.seq);
+ * ```
+ *
  * @module
  */
 
@@ -87,6 +98,22 @@ export {
   type ClusterStatusReportNode,
 } from "./src/cluster/status_report.ts";
 export type { LeaseState, ServingState } from "./src/cluster/heartbeat.ts";
+export {
+  deploy,
+  DeployConflict,
+  type DeployOptions,
+  type DeployOutcome,
+  DeployRefusal,
+  type DeployRequest,
+  DeployUsageError,
+  type IdentifiedVersion,
+  rollback,
+  type RollbackOptions,
+} from "./src/deploy/deploy.ts";
+export { type AppName, parseAppName } from "./src/deploy/app_name.ts";
+export { type AccessRule, parseAccessRule } from "./src/deploy/access_rule.ts";
+export type { AppVersion, ClassVersion } from "./src/deploy/manifest.ts";
+export type { RetentionResult } from "./src/deploy/retention.ts";
 export { VERSION } from "./src/version.ts";
 
 if (import.meta.main) {
