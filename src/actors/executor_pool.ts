@@ -134,6 +134,8 @@ export interface ExecutorPoolEvents {
   onGiveUp?: (actor: ActorKey, generation: number) => void;
   /** An executor counted a metric. */
   onCount?: (name: string, by: number) => void;
+  /** An executor's bucket requests, by `op area` (bucket/counted.ts). */
+  onBucketRequests?: (counts: Record<string, number>) => void;
   /** The open WebSockets of `actor` now, listed in each of its events. */
   socketsOf?: (actor: ActorKey) => number[];
   /**
@@ -443,6 +445,9 @@ export class ExecutorPool {
         return;
       case "behind":
         this.#events.onBehind?.(message.seq);
+        return;
+      case "bucket-requests":
+        this.#events.onBucketRequests?.(message.counts);
         return;
       case "ws-send":
       case "ws-close":

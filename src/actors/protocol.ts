@@ -232,6 +232,8 @@ export type FromExecutor =
   | { type: "dropped"; actor: ActorKey; generation: number; landed: boolean }
   /** Adds `by` to the counter `name`. */
   | { type: "count"; name: string; by: number }
+  /** The executor's bucket requests since its last such message, by `op area` (bucket/counted.ts). */
+  | { type: "bucket-requests"; counts: Record<string, number> }
   /** An actor's `websockets.send`, sent as it is made. */
   | { type: "ws-send"; actor: ActorKey; connection: number; message: SocketMessage }
   /** An actor's `websockets.close`. */
@@ -555,6 +557,15 @@ export function fromExecutorMessage(frame: Plain): FromExecutor {
       return { type, name: text(m, "name"), by: finite(m, "by") };
     case "behind":
       return { type, seq: int(m, "seq") };
+    case "bucket-requests": {
+      const counts = fields(m.counts, "counts");
+      for (const [id, by] of Object.entries(counts)) {
+        if (typeof by !== "number" || !Number.isSafeInteger(by) || by < 0) {
+          throw new ProtocolError(`the count of ${id} is not a count`);
+        }
+      }
+      return { type, counts: counts as Record<string, number> };
+    }
     case "ws-send":
       return {
         type,

@@ -11,6 +11,7 @@
  * @module
  */
 
+import type { BucketArea, BucketOp } from "../bucket/counted.ts";
 import type { MetricsRegistry } from "./registry.ts";
 import { WAIT_OUTCOMES, type WaitOutcome } from "../cluster/failover_wait.ts";
 import { REFUSAL_REASONS, type RefusalReason } from "../http/cluster_listener.ts";
@@ -41,6 +42,11 @@ export const ALARM_FIRED_BY = ["owner", "sweep"] as const;
 
 /** The node's own counters, with their help. */
 export const NODE_COUNTERS = {
+  bucketRequests: {
+    name: "wasmkeep_bucket_requests_total",
+    help:
+      "Requests to the bucket by the node and its executors, by operation and the part of the layout (first key segment).",
+  },
   events: {
     name: "wasmkeep_events_total",
     help: "Actor events, by class and HTTP status class.",
@@ -166,6 +172,7 @@ export class NodeCounters {
   readonly #metrics: MetricsRegistry;
   /** One bound counter per class and status class. */
   readonly #events = new Map<string, (by?: number) => void>();
+  readonly #bucket = new Map<string, (by?: number) => void>();
 
   /**
    * Registers at 0 the replication counters, the executor restarts, the
@@ -209,6 +216,27 @@ export class NodeCounters {
   /** An event of `className` was answered `status`. */
   event(className: string, status: number): void {
     this.#eventCounter(className, eventStatusClass(status))();
+  }
+
+  /** Bucket requests, by `op area` (bucket/counted.ts), of the node or one of its executors. */
+  bucketRequests(counts: Record<string, number>): void {
+    const { name, help } = NODE_COUNTERS.bucketRequests;
+    for (const [id, by] of Object.entries(counts)) {
+      const [op, area] = id.split(" ");
+      this.#metrics.counter(name, help, { op, area }, by);
+    }
+  }
+
+  /** One bucket request of the node's own. */
+  bucketRequest(op: BucketOp, area: BucketArea): void {
+    const id = `${op} ${area}`;
+    let increment = this.#bucket.get(id);
+    if (!increment) {
+      const { name, help } = NODE_COUNTERS.bucketRequests;
+      increment = this.#metrics.boundCounter(name, help, { op, area });
+      this.#bucket.set(id, increment);
+    }
+    increment();
   }
 
   /** An executor process was replaced. */

@@ -15,6 +15,7 @@
 import type { Clock, Random } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
 import type { Bucket } from "../bucket/bucket.ts";
+import { countedBucket } from "../bucket/counted.ts";
 import { ExecutorPool } from "../actors/executor_pool.ts";
 import type { ExecutorLauncher } from "../actors/executor_launcher.ts";
 import { ActorHost } from "../actors/actor_host.ts";
@@ -126,7 +127,10 @@ export interface NodeParts {
   clock: Clock;
   random: Random;
   log: Logger;
+  /** The bucket, its requests counted (`wasmkeep_bucket_requests_total`). */
   bucket: Bucket;
+  /** The bucket as the seams gave it, uncounted (what kind of store it is). */
+  seamBucket: Bucket;
   metrics: MetricsRegistry;
   counters: NodeCounters;
   processToken: string;
@@ -278,13 +282,14 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
   const classes = catalog.specs();
   // A node that follows an app keys its actors by the app's tenant.
   const tenant = options.app?.tenant ?? DEFAULT_TENANT;
-  const { clock, random, log, bucket } = seams;
+  const { clock, random, log } = seams;
   const fileLimit = seams.fileLimit ?? openFileLimit();
   const metrics = new MetricsRegistry();
   // Every counter, with each value of its labels, is exported at 0 from now.
   const counters = new NodeCounters(metrics, classes.map((c) => c.className), {
     cluster: options.cluster !== undefined,
   });
+  const bucket = countedBucket(seams.bucket, (op, area) => counters.bucketRequest(op, area));
   const processToken = seams.processToken ?? randomToken(random);
   const ownership = new OwnershipRecords({
     bucket,
@@ -595,6 +600,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     onGiveUp: (actor, generation) => host.gaveUp(actor, generation),
     onCall,
     onCount: (name, by) => counters.replication(name, by),
+    onBucketRequests: (counts) => counters.bucketRequests(counts),
     socketsOf: (actor) => sockets.connections(actor),
     onSocketOutput: (message) => sockets.output(message),
     onAlarmSeen: (actor, due) => alarmTimers.seen(actor, due),
@@ -631,6 +637,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     random,
     log,
     bucket,
+    seamBucket: seams.bucket,
     metrics,
     counters,
     processToken,

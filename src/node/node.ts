@@ -98,9 +98,9 @@ export class WasmKeepNode {
       changed: (valid, cause) => this.#leaseChanged(valid, cause),
       lost: (reason) => this.#leaseLost(reason),
     });
-    if (parts.bucket instanceof FileBucket) {
+    if (parts.seamBucket instanceof FileBucket) {
       this.#cleaning = cleanFileBucket(
-        parts.bucket,
+        parts.seamBucket,
         parts.clock,
         parts.log,
         this.#startAbort.signal,

@@ -23,6 +23,36 @@ async function each(count: number, task: (i: number) => Promise<void>): Promise<
   }));
 }
 
+/** Bucket requests of `op` on `area` by the nodes and their executors (wasmkeep_bucket_requests_total). */
+async function requests(nodes: NodeProcess[], op: string, area: string): Promise<number> {
+  let total = 0;
+  for (const node of nodes) {
+    total += await metric(node.url, "wasmkeep_bucket_requests_total", { op, area }) ?? 0;
+  }
+  return total;
+}
+
+/** Every kind of bucket request, summed over the nodes. */
+async function allRequests(nodes: NodeProcess[]): Promise<Map<string, number>> {
+  const all = new Map<string, number>();
+  for (const op of ["get", "head", "put", "delete", "list"]) {
+    for (const area of ["nodes", "owners", "actors", "alarms"]) {
+      all.set(`${op} ${area}`, await requests(nodes, op, area));
+    }
+  }
+  return all;
+}
+
+/** What `after` has more of than `before`, the kinds with none left out. */
+function grown(before: Map<string, number>, after: Map<string, number>): Record<string, number> {
+  return Object.fromEntries(
+    [...after].map(([kind, n]) => [kind, n - (before.get(kind) ?? 0)]).filter(([, n]) => n !== 0),
+  );
+}
+
+/** Executors tell their node their bucket requests once a second. */
+const TALLY_WAIT_MS = 1_500;
+
 async function fired(nodes: NodeProcess[]): Promise<number> {
   let total = 0;
   for (const node of nodes) {
@@ -42,6 +72,7 @@ Deno.test("alarms: 1,000 alarms due within one second on a 3-node cluster all fi
     );
     try {
       const due = Date.now() + 20_000;
+      const atStart = await allRequests(nodes);
       // Actor i is taken by the node it is first asked through.
       await each(ACTORS, async (i) => {
         const node = nodes[i % nodes.length];
@@ -49,8 +80,28 @@ Deno.test("alarms: 1,000 alarms due within one second on a 3-node cluster all fi
         assert.equal(set.status, 200, set.body);
       });
       assert.ok(Date.now() < due, "every alarm was set before the first was due");
+      await new Promise((resolve) => setTimeout(resolve, TALLY_WAIT_MS));
+      const setDone = await allRequests(nodes);
+      const toSet = grown(atStart, setDone);
+      console.log(`bucket requests to set ${ACTORS} alarms:`, toSet);
+      // One write of the index per alarm set, and no read of it.
+      assert.equal(toSet["put alarms"], ACTORS);
+      assert.equal(toSet["get alarms"] ?? 0, 0);
       await until("every alarm fired", async () => await fired(nodes) >= ACTORS, 40_000);
       const firedBy = Date.now() - due;
+      await until(
+        "every entry deleted",
+        async () => await requests(nodes, "delete", "alarms") >= ACTORS,
+        10_000,
+      );
+      await new Promise((resolve) => setTimeout(resolve, TALLY_WAIT_MS));
+      const toFire = grown(setDone, await allRequests(nodes));
+      console.log(`bucket requests from then until every alarm fired:`, toFire);
+      // One delete of its entry per alarm fired, no read of an entry, and
+      // about one upload per firing (on-alarm's writes) besides the nodes' own.
+      assert.equal(toFire["delete alarms"], ACTORS);
+      assert.equal(toFire["get alarms"] ?? 0, 0);
+      assert.ok((toFire["put actors"] ?? 0) <= 2 * ACTORS, `uploads: ${toFire["put actors"]}`);
       for (const [i, node] of nodes.entries()) {
         // The node's process and each executor, at their peak so far.
         const peaks = [node.pid, ...node.descendants()].map((pid) => peakRss(pid) / 1024 / 1024);
