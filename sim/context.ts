@@ -49,6 +49,7 @@ export class Draws {
   readonly bucket: Random;
   readonly sockets: Random;
   readonly alarms: Random;
+  readonly deploys: Random;
 
   constructor(seed: number) {
     const stream = (s: number) => seededRandom(streamSeed(seed, s));
@@ -65,6 +66,7 @@ export class Draws {
     this.bucket = stream(Stream.Bucket);
     this.sockets = stream(Stream.Sockets);
     this.alarms = stream(Stream.Alarms);
+    this.deploys = stream(Stream.Deploys);
   }
 }
 

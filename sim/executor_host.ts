@@ -127,6 +127,12 @@ export interface ActorObserver {
   deleted(actor: ActorKey, generation: number): void;
   /** An on-alarm ran to its end for the alarm due at `due` (its commit follows). */
   alarmFired(actor: ActorKey, generation: number, due: number): void;
+  /** An instance of the actor is made under the app's version `deploySeq` (the runtime's report). */
+  ran(actor: ActorKey, generation: number, deploySeq: number): void;
+  /** An event of the actor was answered (`done`), run by an instance made under `deploySeq`. */
+  answered(actor: ActorKey, generation: number, deploySeq: number): void;
+  /** An event was refused: its actor ran a later version than the executor has (`behind`). */
+  behind(): void;
 }
 
 /** How a deliberately broken variant changes replication (sim/variants.ts). */
@@ -167,6 +173,8 @@ export interface SimExecutorsOptions {
   ) => void;
   /** Alarms whose due time is a multiple of this fail their first two firings (a trap). */
   alarmFailEvery?: number;
+  /** The planted `serves-behind` (sim/variants.ts): the runtime's `planted.servesBehind`. */
+  servesBehind?: boolean;
 }
 
 /**
@@ -233,6 +241,10 @@ class SimExecutor implements ExecutorChannel {
   #killed = false;
   /** The generation of each actor's last wake, for its program's reports. */
   readonly #generations = new Map<string, number>();
+  /** The actor of each event sent and not yet ended, by the event's seq. */
+  readonly #eventActors = new Map<number, ActorKey>();
+  /** The deploy seq and generation each actor's last instance was made under, by actor id. */
+  readonly #instanceSeqs = new Map<string, { seq: number; generation: number }>();
 
   constructor(options: SimExecutorsOptions, handlers: ExecutorHandlers, gone: () => void) {
     this.#o = options;
@@ -257,6 +269,7 @@ class SimExecutor implements ExecutorChannel {
 
   send(message: ToExecutor): void {
     if (message.type === "event") {
+      this.#eventActors.set(message.seq, message.actor);
       this.#o.onEvent?.(
         message.actor,
         message.generation,
@@ -292,10 +305,23 @@ class SimExecutor implements ExecutorChannel {
 
   #post(message: FromExecutor): void {
     if (this.#killed) return;
+    this.#ended(message);
     const copy = fromExecutorMessage(acrossTheBoundary(message as unknown as Plain));
     this.#o.sched.after(0, () => {
       if (!this.#killed) this.#handlers.onMessage(copy);
     }, this.#o.owner);
+  }
+
+  /** What an event's end tells the deploy checks: its answer's version, or a refusal. */
+  #ended(message: FromExecutor): void {
+    if (message.type === "behind") return this.#o.observer.behind();
+    if (message.type !== "done" && message.type !== "failed") return;
+    const actor = this.#eventActors.get(message.seq);
+    if (!actor) return;
+    this.#eventActors.delete(message.seq);
+    if (message.type === "failed") return;
+    const made = this.#instanceSeqs.get(actorKeyString(actor));
+    if (made) this.#o.observer.answered(actor, made.generation, made.seq);
   }
 
   #start(init: ExecutorInit): ExecutorRuntime {
@@ -316,6 +342,10 @@ class SimExecutor implements ExecutorChannel {
       },
       closed: (_actor, path, landed) => {
         if (landed && !this.#killed) keepClosedCopy(path);
+      },
+      ran: (actor, generation, deploySeq) => {
+        this.#instanceSeqs.set(actorKeyString(actor), { seq: deploySeq, generation });
+        if (!this.#killed) this.#o.observer.ran(actor, generation, deploySeq);
       },
     };
     this.#runtime = new ExecutorRuntime({
@@ -338,6 +368,7 @@ class SimExecutor implements ExecutorChannel {
         return this.#databases;
       },
       observer,
+      planted: { servesBehind: this.#o.servesBehind },
     });
     return this.#runtime;
   }

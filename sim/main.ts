@@ -269,6 +269,9 @@ function add(totals: Record<string, number>, stats: Stats): void {
   for (const [outcome, n] of Object.entries(stats.kept)) {
     totals[`kept ${outcome}`] = (totals[`kept ${outcome}`] ?? 0) + n;
   }
+  for (const [node, n] of Object.entries(stats.appliedByNode)) {
+    totals[`versionsApplied ${node}`] = (totals[`versionsApplied ${node}`] ?? 0) + n;
+  }
 }
 
 if (import.meta.main) Deno.exit(await main());

@@ -95,6 +95,11 @@ export interface Swarm {
    * a multiple of `failEvery` ms fail their first two firings.
    */
   alarms: { setters: number; gapMs: number; failEvery: number };
+  /**
+   * The deploy client (sim/deploys.ts): a new version of the app every
+   * `gapMs` on average, each class's component changed with chance `change`.
+   */
+  deploys: { gapMs: number; change: number };
 }
 
 /** Counts of what happened. */
@@ -179,6 +184,15 @@ export interface Stats {
   alarmsSet: number;
   alarmsFired: number;
   alarmRefirings: number;
+  /** Versions the deploy client moved `current` to, the first included. */
+  versionsDeployed: number;
+  /** Versions applied by the nodes' followers, every process together, and by node. */
+  versionsApplied: number;
+  appliedByNode: Record<string, number>;
+  /** Events refused because the actor ran a later version than the executor's (503, `behind`). */
+  behindRefusals: number;
+  /** Starts that ended because the bucket did not answer the check of the tenant's apps. */
+  tenantCheckFailures: number;
 }
 
 /** The outcome of one run. */
@@ -217,6 +231,7 @@ export const Stream = {
   Waits: 11,
   Sockets: 12,
   Alarms: 13,
+  Deploys: 14,
 } as const;
 
 /** The seed of one sub-stream of a run's seed. */
@@ -272,6 +287,11 @@ export function drawSwarm(r: Random, nodesOverride: number | undefined): Swarm {
       setters: r.next() < 0.75 ? 1 + Math.floor(r.next() * 3) : 0,
       gapMs: 500 + r.next() * 10_000,
       failEvery: 2 + Math.floor(r.next() * 4),
+    },
+    // After alarms, for the same reason.
+    deploys: {
+      gapMs: 1_000 + r.next() * 14_000,
+      change: 0.3 + r.next() * 0.7,
     },
   };
 }
@@ -349,5 +369,10 @@ export function noStats(): Stats {
     alarmsSet: 0,
     alarmsFired: 0,
     alarmRefirings: 0,
+    versionsDeployed: 0,
+    versionsApplied: 0,
+    appliedByNode: {},
+    behindRefusals: 0,
+    tenantCheckFailures: 0,
   };
 }

@@ -59,6 +59,11 @@ export interface Variant {
    * overdue alarm at once, its owner alive or not.
    */
   alarmSweepGraceMs?: number;
+  /**
+   * The executor serves an actor that ran a later version of the app than
+   * its own instead of refusing it (the runtime's `planted.servesBehind`).
+   */
+  servesBehind?: boolean;
   /** The invariants expected to catch it (any violation counts as caught). */
   caughtBy: string[];
   /**
@@ -236,5 +241,15 @@ export const VARIANTS: Record<string, Variant> = {
     alarmSweepGraceMs: 0,
     caughtBy: ["alarm-swept-early"],
     bound: 10,
+  },
+  "serves-behind": {
+    name: "serves-behind",
+    description: "a node serves an actor that ran a later version of the app before it caught " +
+      "up: its executor does not refuse an actor whose recorded deploy seq is above its own " +
+      "(no 503 behind, no check of the app at once), so the actor runs older code than it ran",
+    servesBehind: true,
+    caughtBy: ["older-code"],
+    // 4 of seeds 1-30 (3, 15, 16, 29), the longest run without 12.
+    bound: 20,
   },
 };

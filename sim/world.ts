@@ -50,9 +50,10 @@ import { Draws, elapsed, exp, short, type SimActor, type SimContext } from "./co
 import { DataChecks } from "./data.ts";
 import { RunDisk } from "./disk.ts";
 import { Faults } from "./faults.ts";
-import { type ActorObserver, opOf, simClass, SimExecutors } from "./executor_host.ts";
-import { ClassCatalog } from "../src/deploy/class_catalog.ts";
-import { OPEN } from "../src/deploy/access_rule.ts";
+import { type ActorObserver, opOf, SimExecutors } from "./executor_host.ts";
+import { AppFollower } from "../src/deploy/app_follower.ts";
+import { NodeStartError } from "../src/node/options.ts";
+import { ObservedCatalog, SIM_APP, SimDeploys, simLoad } from "./deploys.ts";
 import { serveConnection } from "./http_server.ts";
 import { simSocketUpgrade } from "./sockets.ts";
 import { SocketClients } from "./socket_clients.ts";
@@ -147,6 +148,7 @@ class World implements SimContext {
   readonly #quietAt: number;
   readonly #socketClients: SocketClients;
   readonly #alarms: SimAlarms;
+  readonly #deploys: SimDeploys;
 
   constructor(options: SimOptions) {
     this.options = options;
@@ -195,6 +197,7 @@ class World implements SimContext {
       (node, actor, at) => this.#workload.setAlarmVia(node, actor, at),
     );
     this.#workload.onDeleteSent = (actorId) => this.#alarms.deleteSent(actorId);
+    this.#deploys = new SimDeploys(this, this.#quietAt, CLASSES);
     this.#faults = new Faults(this, this.#weather, {
       start: (node) => void this.#start(node),
       stop: (proc) => void this.#stop(proc),
@@ -230,6 +233,7 @@ class World implements SimContext {
     };
     globalThis.addEventListener("unhandledrejection", unhandled);
     try {
+      await this.#deploys.prepare();
       this.#setUp();
       const check = () => this.#invariants.check();
       const end = EPOCH + this.#durationMs;
@@ -332,6 +336,7 @@ class World implements SimContext {
     );
     this.#socketClients.start();
     this.#alarms.start();
+    this.#deploys.start();
     this.sched.at(this.#quietAt, () => this.#faults.beginQuiet());
   }
 
@@ -352,7 +357,9 @@ class World implements SimContext {
       hostname: "sim",
       port: 8080,
       dataDir,
-      actors: CLASSES.map((className) => ({ className, path: `sim:${className}` })),
+      // The classes come from the app's versions (sim/deploys.ts).
+      actors: [],
+      app: SIM_APP,
       bucketUrl: "sim://bucket",
       idleMs: this.swarm.idleMs,
       databaseIdleMs: this.swarm.databaseIdleMs,
@@ -412,6 +419,7 @@ class World implements SimContext {
         else if (alarm === undefined) this.#workload.opRuns(proc, opOf(request).id);
       },
       alarmFailEvery: this.swarm.alarms.failEvery,
+      servesBehind: this.variant?.servesBehind,
     });
     const seams: NodeSeams = {
       clock,
@@ -451,15 +459,29 @@ class World implements SimContext {
       },
     };
     const options = this.#nodeOptions(node, proc.dataDir);
+    // The node follows the app as `serve --app` does: the real follower, the
+    // simulated program for each class of a version.
+    const catalog = new ObservedCatalog((version) => this.#deploys.applied(proc, version));
+    const follower = new AppFollower({
+      bucket: proc.bucket,
+      app: SIM_APP,
+      clock,
+      log,
+      catalog,
+      load: simLoad,
+      hasAccessFlags: false,
+    });
     proc.parts = assembleNode({
       options,
-      catalog: new ClassCatalog({
-        seq: 0,
-        classes: CLASSES.map((name) => ({ spec: simClass(name), access: OPEN, missing: [] })),
-      }),
+      catalog,
+      follower,
       dataDir: proc.dataDir,
       bucketUrl: options.bucketUrl!,
     }, seams);
+    // `serve` reads the app's current version once before it listens (node.ts
+    // servedClasses); here at once, not awaited: until it applies one, the
+    // node is not ready. The lifecycle starts its checks every 3 s.
+    void follower.check();
     this.#watch(proc);
     node.current = proc;
     this.procs.add(proc);
@@ -481,6 +503,16 @@ class World implements SimContext {
         const older = this.#alive(node);
         if (older) node.current = older;
         else this.#scheduleRestart(node, between(this.draws.chaos, 1_000, 10_000));
+        return;
+      }
+      if (e instanceof NodeStartError && e.message.includes("to check the tenant's apps")) {
+        // `serve --app` exits when the bucket does not answer its check of
+        // the tenant's apps (after the start-up probe): restarted, as a
+        // supervisor would.
+        this.stats.tenantCheckFailures++;
+        this.log(proc.name, `could not check the tenant's apps: exits`);
+        this.#exit(proc);
+        this.#scheduleRestart(node, between(this.draws.chaos, 1_000, 10_000));
         return;
       }
       this.fail("start-failed", `${proc.name} could not start: ${describeError(e, "named")}`);
@@ -717,7 +749,11 @@ class World implements SimContext {
         this.data.committed(actorKeyString(actor), op);
       },
       alarmFired: (actor, generation, due) => this.#alarms.fired(proc, actor, generation, due),
+      ran: (actor, generation, seq) => this.#deploys.ran(proc, actor, generation, seq),
+      answered: (actor, generation, seq) => this.#deploys.answered(proc, actor, generation, seq),
+      behind: () => void this.stats.behindRefusals++,
       deleted: (actor, generation) => {
+        this.#deploys.deleted(actorKeyString(actor));
         this.stats.deletes++;
         this.data.deleted(actorKeyString(actor));
         this.log(proc.name, `${short(actor)} deleted itself (gen ${generation})`);

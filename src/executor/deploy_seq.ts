@@ -51,16 +51,23 @@ export function actorDeploySeq(db: ActorDatabase): number {
  * when the actor ran a later seq; records `nodeSeq` when it is later than
  * the actor's (an autocommitted write, captured with the event's commit)
  * and answers `true`, so the event's answer waits until it landed. A node
- * that follows no app (`nodeSeq` 0) checks nothing.
+ * that follows no app (`nodeSeq` 0) checks nothing. `servesBehind` is the
+ * simulator's planted bug (sim/variants.ts): an actor that ran a later seq
+ * is served anyway, its record left as it is. Never set in `serve`.
  *
  * @example
  * ```ts ignore
  * if (enterDeploySeq(db, 3)) actor.seqToLand = true;
  * ```
  */
-export function enterDeploySeq(db: ActorDatabase, nodeSeq: number): boolean {
+export function enterDeploySeq(
+  db: ActorDatabase,
+  nodeSeq: number,
+  servesBehind = false,
+): boolean {
   if (nodeSeq === 0) return false;
   const ran = actorDeploySeq(db);
+  if (ran > nodeSeq && servesBehind) return false;
   if (ran > nodeSeq) throw new BehindActor(ran, nodeSeq);
   if (ran === nodeSeq) return false;
   db.setMeta(DEPLOY_SEQ_KEY, String(nodeSeq));

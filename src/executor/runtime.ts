@@ -86,6 +86,12 @@ export interface RuntimeObserver {
   openFailed?(actor: ActorKey, generation: number, error: unknown, timedOut: boolean): void;
   /** A resident actor closed (hibernation, a new generation, a stop); `landed` its uploads. */
   closed?(actor: ActorKey, path: string, landed: boolean): void;
+  /**
+   * An instance of the actor is made for an event, under the app's version
+   * `deploySeq` (0 without an app): the events that instance runs run that
+   * version's code.
+   */
+  ran?(actor: ActorKey, generation: number, deploySeq: number): void;
 }
 
 /** What a runtime is made of. */
@@ -118,6 +124,14 @@ export interface RuntimeOptions {
     beforeClose: (path: string, db: ActorDatabase) => void,
   ) => DatabasePool;
   observer?: RuntimeObserver;
+  /**
+   * Deliberately broken variants for the simulator (sim/variants.ts), each a
+   * parameter the real code takes. Absent in `serve`.
+   */
+  planted?: {
+    /** An actor that ran a later version than this executor's is served, not refused. */
+    servesBehind?: boolean;
+  };
 }
 
 /** Whether two versions of a class run the same: its code, bindings and configuration. */
@@ -447,7 +461,11 @@ export class ExecutorRuntime {
     const program = this.#programOf(actor.key);
     if (actor.exports && actor.program === program) return actor.exports;
     actor.exports = undefined;
-    if (enterDeploySeq(this.#db(actor.path), this.#deploySeq)) actor.seqToLand = true;
+    const servesBehind = this.#o.planted?.servesBehind;
+    if (enterDeploySeq(this.#db(actor.path), this.#deploySeq, servesBehind)) {
+      actor.seqToLand = true;
+    }
+    this.#o.observer?.ran?.(actor.key, actor.generation, this.#deploySeq);
     await this.#instantiateActor(actor, program);
     return actor.exports!;
   }

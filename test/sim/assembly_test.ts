@@ -66,6 +66,9 @@ Deno.test("sim: a clean stop in the simulator gives the executors the real pool'
       committed: noop,
       deleted: noop,
       alarmFired: noop,
+      ran: noop,
+      answered: noop,
+      behind: noop,
     },
     peek: () => undefined,
   });

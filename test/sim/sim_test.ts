@@ -35,7 +35,14 @@ const BUDGET = 60;
  * fixed yet (docs/testing.md): the budget skips them, and a test checks that
  * each still shows it. Once fixed, the seed moves to `FIXED_SEEDS`.
  */
-const OPEN_BUGS: { seed: number; kind: string; bug: string }[] = [];
+const OPEN_BUGS: { seed: number; kind: string; bug: string }[] = [
+  {
+    seed: 19,
+    kind: "alarm-not-fired",
+    bug: "since the nodes follow an app (sim/deploys.ts): an alarm of room/x7 set through its " +
+      "holder a#3 (its old index entry's delete lost) never fires; cause not yet known",
+  },
+];
 
 Deno.test(`sim: the real code keeps every invariant on seeds 1 to ${BUDGET}`, async () => {
   const known = new Set<string>();
