@@ -13,9 +13,13 @@
  *   lease period plus grace (the spec's "fires alarms overdue by more than a
  *   lease period plus grace"), on the sweeping node's clock: an alarm whose
  *   owner is alive is left to it.
- * - `alarm-not-fired`: at the end, after the quiet phase, every alarm
- *   acknowledged before it fired at least once, unless a later set or a
- *   delete was sent to its actor.
+ * - `alarm-not-fired`: after the quiet phase (before the final probe asks
+ *   every actor, so an alarm nobody asks for must be found by a sweep), the alarm of the
+ *   last acknowledged set to run on its actor fired, unless a delete ran
+ *   after it. Sets in flight together run in any order (a kept request may
+ *   run after one sent later and forwarded), so the order is the one their
+ *   events ran in; a set that ran after it and was not acknowledged may
+ *   have committed, so its due time counts as well.
  *
  * @module
  */
@@ -24,6 +28,9 @@ import { type ActorKey, actorKeyString } from "../src/actors/key.ts";
 import { between } from "./bucket.ts";
 import { exp, short, type SimActor, type SimContext } from "./context.ts";
 import type { SimNode, SimProcess } from "./processes.ts";
+
+/** The share of alarm sets that go to a sleeper (an actor no client asks for). */
+const SLEEPER_SHARE = 0.25;
 
 /** An alarm's first firing. */
 interface Firing {
@@ -44,20 +51,21 @@ interface Firing {
 export class SimAlarms {
   readonly #ctx: SimContext;
   readonly #quietAt: number;
-  readonly #set: (node: SimNode, actor: SimActor, at: number) => Promise<boolean>;
+  readonly #set: (node: SimNode, actor: SimActor, at: number) => AlarmSet;
   /** First firings, by `actor due`. */
   readonly #fired = new Map<string, Firing>();
-  /** The last alarm acknowledged per actor, and whether anything touched it since it was sent. */
-  readonly #expected = new Map<string, { due: number; sentAt: number; actor: SimActor }>();
-  /** When each actor last had an alarm set or a delete sent, by actor id. */
-  readonly #lastTouched = new Map<string, number>();
+  /** The sets and deletes that reached an executor, by actor id, in the order their events ran. */
+  readonly #ran = new Map<string, RanOp[]>();
+  /** The ops of the sets acknowledged. */
+  readonly #acked = new Set<number>();
+  readonly #actors = new Map<string, SimActor>();
   /** The latest fault of each process (lease lapse, give-up, executor lost), by token. */
   readonly #faultAt = new Map<string, number>();
 
   constructor(
     ctx: SimContext,
     quietAt: number,
-    set: (node: SimNode, actor: SimActor, at: number) => Promise<boolean>,
+    set: (node: SimNode, actor: SimActor, at: number) => AlarmSet,
   ) {
     this.#ctx = ctx;
     this.#quietAt = quietAt;
@@ -78,22 +86,28 @@ export class SimAlarms {
     if (ctx.violation || ctx.sched.now >= this.#quietAt) return;
     const r = ctx.draws.alarms;
     ctx.sched.after(exp(r, ctx.swarm.alarms.gapMs), () => this.#step());
-    const actor = ctx.actors[Math.floor(r.next() * ctx.actors.length)];
+    const asked = ctx.actors[Math.floor(r.next() * ctx.actors.length)];
+    // Drawn apart, so that the rest of the run's alarms are those it had before sleepers.
+    const s = ctx.draws.sleepers;
+    const actor = ctx.sleepers.length > 0 && s.next() < SLEEPER_SHARE
+      ? ctx.sleepers[Math.floor(s.next() * ctx.sleepers.length)]
+      : asked;
     const node = ctx.nodes[Math.floor(r.next() * ctx.nodes.length)];
     const due = Math.round(ctx.sched.now + between(r, -5_000, 30_000));
-    const sentAt = ctx.sched.now;
-    this.#lastTouched.set(actor.id, sentAt);
-    void this.#set(node, actor, due).then((acked) => {
-      if (!acked) return;
+    this.#actors.set(actor.id, actor);
+    const { op, acked } = this.#set(node, actor, due);
+    void acked.then((yes) => {
+      if (!yes) return;
       ctx.stats.alarmsSet++;
-      const last = this.#expected.get(actor.id);
-      if (!last || last.sentAt <= sentAt) this.#expected.set(actor.id, { due, sentAt, actor });
+      this.#acked.add(op);
     });
   }
 
-  /** A delete was sent to `actorId`: its alarm goes with it. */
-  deleteSent(actorId: string): void {
-    this.#lastTouched.set(actorId, this.#ctx.sched.now);
+  /** An event of a client's set (`due`) or delete (`due` undefined) of `actorId` reached an executor. */
+  opRan(actorId: string, op: number, due?: number): void {
+    const ops = this.#ran.get(actorId) ?? [];
+    ops.push({ op, due });
+    this.#ran.set(actorId, ops);
   }
 
   /** `proc`'s lease lapsed, it gave an actor up, or it lost an executor. */
@@ -150,18 +164,40 @@ export class SimAlarms {
     );
   }
 
-  /** At the end: every alarm acknowledged before the quiet phase, and not touched since, fired. */
+  /** At the end: the last acknowledged set of each actor, or one that ran after it, fired. */
   checkFired(): void {
-    for (const [actorId, { due, sentAt, actor }] of this.#expected) {
+    for (const [actorId, ops] of this.#ran) {
       if (this.#ctx.violation) return;
-      if ((this.#lastTouched.get(actorId) ?? -Infinity) > sentAt) continue;
-      if (due > this.#quietAt + 5_000) continue;
-      if (this.#fired.has(`${actorId} ${due}`)) continue;
+      const last = ops.findLastIndex(({ op }) => this.#acked.has(op));
+      if (last < 0) continue;
+      const after = ops.slice(last);
+      if (after.some(({ due }) => due === undefined)) continue;
+      const dues = after.map(({ due }) => due!);
+      if (dues.some((due) => due > this.#quietAt + 5_000)) continue;
+      if (dues.some((due) => this.#fired.has(`${actorId} ${due}`))) continue;
+      const actor = this.#actors.get(actorId)!;
+      const due = dues[0];
       this.#ctx.fail(
         "alarm-not-fired",
         `the alarm of ${actor.short} due ${due} (${((due - this.#quietAt) / 1000).toFixed(1)} s ` +
-          `from the quiet phase) was acknowledged and never fired`,
+          `from the quiet phase) was acknowledged and never fired` +
+          (dues.length > 1
+            ? `, nor those of the sets that ran after it (${dues.slice(1).join(", ")})`
+            : ""),
       );
     }
   }
+}
+
+/** A set or a delete whose event ran. */
+interface RanOp {
+  op: number;
+  /** The alarm's due time; undefined for a delete. */
+  due?: number;
+}
+
+/** A set sent: its op, and whether it was acknowledged. */
+export interface AlarmSet {
+  op: number;
+  acked: Promise<boolean>;
 }

@@ -50,6 +50,7 @@ export class Draws {
   readonly sockets: Random;
   readonly alarms: Random;
   readonly deploys: Random;
+  readonly sleepers: Random;
 
   constructor(seed: number) {
     const stream = (s: number) => seededRandom(streamSeed(seed, s));
@@ -67,6 +68,7 @@ export class Draws {
     this.sockets = stream(Stream.Sockets);
     this.alarms = stream(Stream.Alarms);
     this.deploys = stream(Stream.Deploys);
+    this.sleepers = stream(Stream.Sleepers);
   }
 }
 
@@ -91,6 +93,12 @@ export interface SimContext {
   readonly actors: SimActor[];
   /** The rooms of the socket clients (not asked for by the other clients). */
   readonly rooms: SimActor[];
+  /**
+   * Actors only the alarm clients touch (none in runs without them): no
+   * client asks for them, so once their holder is gone only a sweep finds
+   * their alarms.
+   */
+  readonly sleepers: SimActor[];
   /** Processes not dead, paused ones included. */
   readonly procs: Set<SimProcess>;
   readonly byToken: Map<string, SimProcess>;

@@ -175,6 +175,8 @@ export interface SimExecutorsOptions {
   alarmFailEvery?: number;
   /** The planted `serves-behind` (sim/variants.ts): the runtime's `planted.servesBehind`. */
   servesBehind?: boolean;
+  /** The planted `alarm-not-listed`: the runtime's `planted.alarmNotListed`. */
+  alarmNotListed?: boolean;
 }
 
 /**
@@ -368,7 +370,7 @@ class SimExecutor implements ExecutorChannel {
         return this.#databases;
       },
       observer,
-      planted: { servesBehind: this.#o.servesBehind },
+      planted: { servesBehind: this.#o.servesBehind, alarmNotListed: this.#o.alarmNotListed },
     });
     return this.#runtime;
   }

@@ -232,6 +232,7 @@ export const Stream = {
   Sockets: 12,
   Alarms: 13,
   Deploys: 14,
+  Sleepers: 15,
 } as const;
 
 /** The seed of one sub-stream of a run's seed. */

@@ -64,6 +64,11 @@ export interface Variant {
    * its own instead of refusing it (the runtime's `planted.servesBehind`).
    */
   servesBehind?: boolean;
+  /**
+   * An alarm is stored with its actor but not listed in the bucket's index
+   * (the runtime's `planted.alarmNotListed`): only its holder's timer knows it.
+   */
+  alarmNotListed?: boolean;
   /** The invariants expected to catch it (any violation counts as caught). */
   caughtBy: string[];
   /**
@@ -251,5 +256,14 @@ export const VARIANTS: Record<string, Variant> = {
     caughtBy: ["older-code"],
     // 4 of seeds 1-30 (3, 15, 16, 29), the longest run without 12.
     bound: 20,
+  },
+  "alarm-not-listed": {
+    name: "alarm-not-listed",
+    description: "an alarm set is stored with its actor but never listed under alarms/: once " +
+      "its holder dies, no sweep finds it, and an actor nobody asks for never fires",
+    alarmNotListed: true,
+    caughtBy: ["alarm-not-fired"],
+    // 8 of seeds 1-60 (19, 24, 33, 40, 48, 50, 57, 58), the longest run without 18.
+    bound: 25,
   },
 };

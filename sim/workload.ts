@@ -15,6 +15,7 @@ import { between } from "./bucket.ts";
 import { describeError } from "../src/describe_error.ts";
 import { exp, type SimActor, type SimContext } from "./context.ts";
 import { type Op, type OpKind, opTarget } from "./executor_host.ts";
+import type { AlarmSet } from "./alarms.ts";
 import { describeRecord, type Invariants } from "./invariants.ts";
 import type { SimNode, SimProcess } from "./processes.ts";
 import { EPOCH } from "./swarm.ts";
@@ -45,8 +46,6 @@ export class Workload {
   /** The node whose executor ran each client op (by op id): each runs at most once. */
   readonly #ranBy = new Map<number, string>();
   #nextWriteId = 0;
-  /** Told of each delete sent (a delete takes the actor's alarm with it). */
-  onDeleteSent: ((actorId: string) => void) | undefined;
 
   constructor(
     readonly ctx: SimContext,
@@ -111,8 +110,9 @@ export class Workload {
   }
 
   /** An alarm set for `actor` at `at`, sent to `node` (an alarm client's); whether it was acknowledged. */
-  setAlarmVia(node: SimNode, actor: SimActor, at: number): Promise<boolean> {
-    return this.#request(node, actor, { kind: "alarm", id: ++this.#nextWriteId, at }, 1);
+  setAlarmVia(node: SimNode, actor: SimActor, at: number): AlarmSet {
+    const op = ++this.#nextWriteId;
+    return { op, acked: this.#request(node, actor, { kind: "alarm", id: op, at }, 1) };
   }
 
   /** A read of `actor` sent to `node` (a socket client's look at its room). */
@@ -143,7 +143,6 @@ export class Workload {
     patienceMs?: number,
   ): Promise<boolean> {
     this.ctx.stats.requests++;
-    if (op.kind === "delete") this.onDeleteSent?.(actor.id);
     const proc = node.current;
     if (!proc || proc.dead || proc.state !== "serving") {
       this.ctx.stats.refused++;
@@ -223,6 +222,7 @@ export class Workload {
       this.ctx.data.acked(actor.id, op, txid);
       this.ctx.log(proc.name, `${tag}: durable at TXID ${txid} (ran on ${ran})`);
     }
+    if (op.kind === "alarm") this.ctx.log(proc.name, `${tag}: set for ${op.at} (ran on ${ran})`);
     return true;
   }
 

@@ -108,6 +108,9 @@ const SETTLE_MS = 25_000;
 /** The classes of the run's actors (the simulated program, sim/executor_host.ts). */
 const CLASSES = ["counter", "room", "cart"];
 
+/** The sleepers of a run with alarm clients (sim/context.ts). */
+const SLEEPERS = 2;
+
 /** Runs one seed. */
 export async function runSeed(options: SimOptions): Promise<SimResult> {
   const world = new World(options);
@@ -131,6 +134,7 @@ class World implements SimContext {
   readonly nodes: SimNode[] = [];
   readonly actors: SimActor[] = [];
   readonly rooms: SimActor[] = [];
+  readonly sleepers: SimActor[] = [];
   readonly procs = new Set<SimProcess>();
   readonly byToken = new Map<string, SimProcess>();
   readonly byName = new Map<string, SimProcess>();
@@ -196,7 +200,6 @@ class World implements SimContext {
       this.#quietAt,
       (node, actor, at) => this.#workload.setAlarmVia(node, actor, at),
     );
-    this.#workload.onDeleteSent = (actorId) => this.#alarms.deleteSent(actorId);
     this.#deploys = new SimDeploys(this, this.#quietAt, CLASSES);
     this.#faults = new Faults(this, this.#weather, {
       start: (node) => void this.#start(node),
@@ -244,6 +247,9 @@ class World implements SimContext {
         this.#workload.checkUnanswered(false);
         await this.#invariants.checkChains(false);
       }
+      // Before the probe takes every actor in (and arms the alarms it reads):
+      // the alarms due by now fired by their own means, a sweep's included.
+      if (!this.#violation) this.#alarms.checkFired();
       if (!this.#violation) await this.#workload.finalProbe();
       if (!this.#violation) this.#invariants.checkDeaths();
       if (!this.#violation) {
@@ -252,7 +258,6 @@ class World implements SimContext {
       }
       if (!this.#violation) this.#workload.checkUnanswered(true);
       if (!this.#violation) await this.#invariants.checkChains(true);
-      if (!this.#violation) this.#alarms.checkFired();
     } catch (e) {
       this.fail("simulator-error", `the simulation threw: ${describeError(e, "named")}`);
     } finally {
@@ -328,6 +333,10 @@ class World implements SimContext {
     for (let i = 0; i < swarm.sockets.rooms; i++) {
       const key = { tenant: "default", class: "room", name: `s${i}` };
       this.rooms.push({ key, id: actorKeyString(key), short: short(key) });
+    }
+    for (let i = 0; swarm.alarms.setters > 0 && i < SLEEPERS; i++) {
+      const key = { tenant: "default", class: "counter", name: `z${i}` };
+      this.sleepers.push({ key, id: actorKeyString(key), short: short(key) });
     }
     this.sched.after(exp(this.draws.chaos, swarm.chaosGapMs), () => this.#faults.step());
     this.sched.after(
@@ -416,10 +425,16 @@ class World implements SimContext {
       onEvent: (actor, generation, request, socket, alarm) => {
         this.#invariants.actorEvent(proc, actor, generation);
         if (socket) this.#invariants.socketEvent(proc, actor, generation, socket);
-        else if (alarm === undefined) this.#workload.opRuns(proc, opOf(request).id);
+        else if (alarm === undefined) {
+          const op = opOf(request);
+          this.#workload.opRuns(proc, op.id);
+          if (op.kind === "alarm") this.#alarms.opRan(actorKeyString(actor), op.id, op.at);
+          if (op.kind === "delete") this.#alarms.opRan(actorKeyString(actor), op.id);
+        }
       },
       alarmFailEvery: this.swarm.alarms.failEvery,
       servesBehind: this.variant?.servesBehind,
+      alarmNotListed: this.variant?.alarmNotListed,
     });
     const seams: NodeSeams = {
       clock,

@@ -7,6 +7,11 @@
  * epoch per `discard-all`, the lease's end on the wall clock) and by its
  * wall-clock limit while it waits.
  *
+ * Its parts, each a job of its own: the run token and the waits of events
+ * (run_token.ts), the version's programs (program_set.ts), a wake's store
+ * (store_open.ts), on-init once per code version (actor_init.ts), socket
+ * events (socket_event.ts), and what a failed event tells (event_failed.ts).
+ *
  * Every clock, random source and bucket it uses is given to it, so the
  * simulator runs this runtime with a program of its own in place of a
  * component (sim/executor_host.ts).
@@ -16,12 +21,10 @@
 
 import type { Logger } from "../log.ts";
 import { assert } from "../assert.ts";
-import { describeError } from "../describe_error.ts";
 import { type ActorKey, actorKeyString } from "../actors/key.ts";
 import {
   actorDatabasePath,
   type ActorRequest,
-  type ActorResponse,
   type CallAnswer,
   type ExecutorClass,
   type ExecutorInit,
@@ -32,8 +35,7 @@ import {
 import { waitingChain } from "../actors/call_chain.ts";
 import { DatabasePool } from "../sqlite/database_pool.ts";
 import { type ActorDatabase, toSqlError } from "../sqlite/actor_database.ts";
-import type { Clock, Random, Timer } from "../time/clock.ts";
-import type { Bucket } from "../bucket/bucket.ts";
+import type { Clock, Timer } from "../time/clock.ts";
 import { ActorAlarm, storedAlarm } from "../alarms/actor_alarm.ts";
 import { AlarmIndex } from "../alarms/alarm_index.ts";
 import { EventFailure } from "./event_failure.ts";
@@ -46,22 +48,26 @@ import {
   deleteEntries,
   runAlarmEvent,
 } from "../alarms/alarm_event.ts";
-import { ActorReplica, type ReplicaContext } from "../replication/replica.ts";
-import { type ActorStore, LocalStore, ReplicatedStore } from "../actors/actor_store.ts";
+import type { ReplicaContext } from "../replication/replica.ts";
+import { type ActorStore, ReplicatedStore } from "../actors/actor_store.ts";
 import { ReadLimiter } from "../replication/read_limiter.ts";
-import { ReplicationFailed, type SnapshotSchedule } from "../replication/uploader.ts";
-import { HistoryError } from "../replication/history.ts";
-import { RestoreUnavailable } from "../replication/restore.ts";
+import type { SnapshotSchedule } from "../replication/uploader.ts";
 import { type ActorExportCalls, GuestError } from "../actors/abi/direct.ts";
 import { hostImports, type ImportedActor, type ImportRuntime } from "./host_imports.ts";
 import type { ActorProgram } from "./program.ts";
 import { LeaseBound } from "./lease_bound.ts";
+import { RecentMap } from "../recent_map.ts";
+import { RunToken } from "./run_token.ts";
+import { ProgramSet } from "./program_set.ts";
+import { openActorStore } from "./store_open.ts";
+import { initOnce } from "./actor_init.ts";
+import { runSocketEvent } from "./socket_event.ts";
+import { describeFailedEvent } from "./event_failed.ts";
+import type { RuntimeOptions } from "./runtime_options.ts";
+export type { RuntimeObserver, RuntimeOptions } from "./runtime_options.ts";
 
 /** How often idle databases are looked for. */
 const DATABASE_SWEEP_MS = 1000;
-
-/** The meta key holding the code version whose on-init ran. */
-const INIT_VERSION_KEY = "init_version";
 
 /**
  * Actors whose failed periodic snapshots are remembered while they sleep
@@ -72,78 +78,6 @@ export const REMEMBERED_SNAPSHOT_SCHEDULES = 10_000;
 
 /** Actors given up (an upload failed) remembered, so their queued events get a 503. */
 export const REMEMBERED_GIVE_UPS = 10_000;
-
-/**
- * What happens to actors inside the runtime, for whoever watches it (the
- * simulator's invariants). Called synchronously, as it happens.
- */
-export interface RuntimeObserver {
-  /** An actor's wake (its store's open, with the restore) begins. */
-  waking?(actor: ActorKey, generation: number): void;
-  /** Its store opened: the database as the restore left it, and its TXID (replicated). */
-  opened?(actor: ActorKey, generation: number, db: ActorDatabase, txid: bigint | undefined): void;
-  /** Its store did not open; `timedOut` when the event's limit abandoned it. */
-  openFailed?(actor: ActorKey, generation: number, error: unknown, timedOut: boolean): void;
-  /** A resident actor closed (hibernation, a new generation, a stop); `landed` its uploads. */
-  closed?(actor: ActorKey, path: string, landed: boolean): void;
-  /**
-   * An instance of the actor is made for an event, under the app's version
-   * `deploySeq` (0 without an app): the events that instance runs run that
-   * version's code.
-   */
-  ran?(actor: ActorKey, generation: number, deploySeq: number): void;
-}
-
-/** What a runtime is made of. */
-export interface RuntimeOptions {
-  /** The node's `init` message: settings and classes. */
-  init: ExecutorInit;
-  /** The programs of the classes, by class name. */
-  programs: Map<string, ActorProgram>;
-  /**
-   * Makes the programs of a new version's classes (a `classes` message);
-   * without it the runtime refuses one.
-   */
-  programsOf?: (classes: ExecutorClass[]) => Promise<ActorProgram[]>;
-  /** Sends a message to the node. */
-  post(message: FromExecutor): void;
-  /** Resolves once every message posted so far left (written to the node). */
-  drain(): Promise<void>;
-  clock: Clock;
-  /** Error ids. */
-  random: Random;
-  log: Logger;
-  /**
-   * The bucket: actors replicate to it when `init.replicate`, and their
-   * alarms are listed in it (its alarm index) on every node.
-   */
-  bucket?: Bucket;
-  /** Makes the pool of open databases; by default a {@linkcode DatabasePool}. */
-  databases?: (
-    init: ExecutorInit,
-    beforeClose: (path: string, db: ActorDatabase) => void,
-  ) => DatabasePool;
-  observer?: RuntimeObserver;
-  /**
-   * Deliberately broken variants for the simulator (sim/variants.ts), each a
-   * parameter the real code takes. Absent in `serve`.
-   */
-  planted?: {
-    /** An actor that ran a later version than this executor's is served, not refused. */
-    servesBehind?: boolean;
-  };
-}
-
-/** Whether two versions of a class run the same: its code, bindings and configuration. */
-function sameClass(a: ExecutorClass, b: ExecutorClass): boolean {
-  if (a.hash !== b.hash || a.directModule !== b.directModule) return false;
-  const names = Object.keys(a.config);
-  return names.length === Object.keys(b.config).length &&
-    names.every((name) => Object.hasOwn(b.config, name) && b.config[name] === a.config[name]);
-}
-
-/** What a WebSocket event answers the node: nothing but that it ran. */
-const SOCKET_EVENT_DONE: ActorResponse = { status: 200, headers: [], body: new Uint8Array(0) };
 
 interface ResidentActor extends ImportedActor {
   key: ActorKey;
@@ -202,12 +136,11 @@ export class ExecutorRuntime {
   /** The tail of each actor's events: one actor's events run one at a time, in order. */
   readonly #chains = new Map<string, Promise<void>>();
   /** Failed periodic snapshots of sleeping actors, least recently touched first. */
-  readonly #schedules = new Map<string, SnapshotSchedule>();
+  readonly #schedules = new RecentMap<string, SnapshotSchedule>(REMEMBERED_SNAPSHOT_SCHEDULES);
   /** Generations given up, by actor: their queued events get a 503. */
-  readonly #givenUp = new Map<string, number>();
+  readonly #givenUp = new RecentMap<string, number>(REMEMBERED_GIVE_UPS);
   /** One event runs at a time; the others wait for it to end or suspend. */
-  #running = false;
-  readonly #runQueue: (() => void)[] = [];
+  readonly #token: RunToken;
   readonly #holdChecks = new Map<number, (ok: boolean) => void>();
   #holdSeq = 0;
   /** The lease each event under way was sent under (lease_bound.ts). */
@@ -222,26 +155,27 @@ export class ExecutorRuntime {
   /** actors.call sent to the node, by id, until their answer. */
   readonly #calls = new Map<number, (answer: CallAnswer) => void>();
   #callSeq = 0;
-  /** When the event holding the run token started (for its wall-clock limit). */
-  #eventStartedAt = 0;
-  /** Start times of the events under way, by sequence number. */
-  readonly #startedAt = new Map<number, number>();
   #sweep: Timer | undefined;
   readonly #imports: ImportRuntime;
   /** Unset without a bucket (a test's runtime): an alarm cannot be set then. */
   readonly #alarmIndex: AlarmIndex | undefined;
-  /** The classes' programs, replaced by a new version's. */
-  #programs: Map<string, ActorProgram>;
-  /** The seq of the app's version they are (0: no app). */
-  #deploySeq: number;
+  /** The classes' programs, replaced by a new version's, and its seq. */
+  readonly #programs: ProgramSet;
 
   constructor(options: RuntimeOptions) {
     const { init } = options;
     this.init = init;
     this.#o = options;
-    this.#programs = options.programs;
-    this.#deploySeq = init.deploySeq;
+    this.#programs = new ProgramSet(options.programs, init.deploySeq);
     this.#clock = options.clock;
+    this.#token = new RunToken({
+      clock: options.clock,
+      eventTimeoutMs: init.eventTimeoutMs,
+      post: options.post,
+      drain: options.drain,
+      // Its lease may have run out while it waited: it does nothing more.
+      resumed: (seq) => this.#checkLease(seq),
+    });
     this.#lease = new LeaseBound(options.clock);
     this.#log = options.log;
     const beforeClose = (path: string, db: ActorDatabase) => this.#beforePoolCloses(path, db);
@@ -298,71 +232,9 @@ export class ExecutorRuntime {
     });
   }
 
-  /** Waits for the run token; a resumed event goes before events not started. */
-  #acquire(resumed = false): Promise<void> {
-    if (!this.#running) {
-      this.#running = true;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      if (resumed) this.#runQueue.unshift(resolve);
-      else this.#runQueue.push(resolve);
-    });
-  }
-
-  #release() {
-    const next = this.#runQueue.shift();
-    if (next) next();
-    else this.#running = false;
-  }
-
-  /**
-   * Lets other actors' events run while this event waits on the bucket. The
-   * node is told, so it counts the next event as the one running, and
-   * leaves this event's wall-clock limit to the executor: past it the wait
-   * ends with a 504 (`onTimeout` may stop the work), and the event's
-   * instance unwinds.
-   */
-  async #suspend<T>(seq: number, work: Promise<T>, onTimeout?: () => Promise<void>): Promise<T> {
-    this.#post({ type: "suspended", seq });
-    // Written before another event can start: one that loops would keep a
-    // queued write from ever going out, and the node would count this
-    // event, not the loop, as the one running.
-    await this.#o.drain();
-    this.#release();
-    const remaining = this.#eventStartedAt + this.init.eventTimeoutMs - this.#clock.monotonic();
-    let stopping: Promise<void> | undefined;
-    let timer: Timer | undefined;
-    const timedOut = new Promise<never>((_, reject) => {
-      timer = this.#clock.setTimer(Math.max(0, remaining), () => {
-        // The 504 wins the race before onTimeout stops the work, whose own
-        // rejection (the abort) would otherwise be taken for a failure.
-        reject(
-          new EventFailure(
-            504,
-            `the actor did not finish its event within ${this.init.eventTimeoutMs / 1000} s`,
-          ),
-        );
-        stopping = onTimeout?.().catch(() => {});
-      });
-    });
-    let result: T;
-    try {
-      result = await Promise.race([work, timedOut]);
-    } finally {
-      timer?.cancel();
-      // The stopped work has ended before anything else of this actor runs.
-      await stopping;
-      await this.#acquire(true);
-      this.#eventStartedAt = this.#startedAt.get(seq) ?? this.#clock.monotonic();
-      // Written before the event goes on, for the same reason: the node
-      // must count it, not an event waiting for the token, as running.
-      this.#post({ type: "resumed", seq });
-      await this.#o.drain();
-    }
-    // Its lease may have run out while it waited: it does nothing more.
-    this.#checkLease(seq);
-    return result;
+  /** Lets other actors' events run while this event waits (run_token.ts). */
+  #suspend<T>(seq: number, work: Promise<T>, onTimeout?: () => Promise<void>): Promise<T> {
+    return this.#token.suspend(seq, work, onTimeout);
   }
 
   #db(path: string): ActorDatabase {
@@ -409,7 +281,7 @@ export class ExecutorRuntime {
     generation: number,
     chain: string[],
   ): Promise<ResidentActor> {
-    this.#programOf(key);
+    this.#programs.of(key);
     const path = actorDatabasePath(this.init.dataDir, key);
     Deno.mkdirSync(path.slice(0, path.lastIndexOf("/")), { recursive: true });
     const actor = {
@@ -443,29 +315,19 @@ export class ExecutorRuntime {
     return actor;
   }
 
-  /** The program of `key`'s class in the version this executor has. */
-  #programOf(key: ActorKey): ActorProgram {
-    const program = this.#programs.get(key.class);
-    if (!program) {
-      throw new EventFailure(404, `the app's version this node runs has no class '${key.class}'`);
-    }
-    return program;
-  }
-
   /**
    * The actor's instance for this event: one made from its class's program
    * now (a new version or configuration drops the one made before, the
    * database kept), after the actor's deploy seq allows it.
    */
   async #instanceFor(actor: ResidentActor): Promise<ActorExportCalls> {
-    const program = this.#programOf(actor.key);
+    const program = this.#programs.of(actor.key);
     if (actor.exports && actor.program === program) return actor.exports;
     actor.exports = undefined;
     const servesBehind = this.#o.planted?.servesBehind;
-    if (enterDeploySeq(this.#db(actor.path), this.#deploySeq, servesBehind)) {
-      actor.seqToLand = true;
-    }
-    this.#o.observer?.ran?.(actor.key, actor.generation, this.#deploySeq);
+    const seq = this.#programs.seq;
+    if (enterDeploySeq(this.#db(actor.path), seq, servesBehind)) actor.seqToLand = true;
+    this.#o.observer?.ran?.(actor.key, actor.generation, seq);
     await this.#instantiateActor(actor, program);
     return actor.exports!;
   }
@@ -475,73 +337,29 @@ export class ExecutorRuntime {
    * is made from them (on-init once per code version).
    */
   async setClasses(seq: number, classes: ExecutorClass[]): Promise<void> {
-    if (!this.#o.programsOf) throw new Error("this runtime takes no new classes");
-    assert(seq >= this.#deploySeq, `a version's seq goes back: ${this.#deploySeq} to ${seq}`);
-    // A class whose code and configuration did not change keeps its
-    // program, so its instances stay (rules alone drop nothing).
-    const kept = new Map<string, ActorProgram>();
-    const changed: ExecutorClass[] = [];
-    for (const spec of classes) {
-      const old = this.#programs.get(spec.className);
-      if (old && sameClass(old.spec, spec)) kept.set(spec.className, old);
-      else changed.push(spec);
-    }
-    const made = await this.#o.programsOf(changed);
-    for (const program of made) kept.set(program.spec.className, program);
-    this.#programs = kept;
-    this.#deploySeq = seq;
+    const make = this.#o.programsOf;
+    if (!make) throw new Error("this runtime takes no new classes");
+    await this.#programs.replace(seq, classes, make);
   }
 
-  /**
-   * The actor's database at this generation. Replicated: restored from the
-   * bucket unless the local file is current (the event suspends meanwhile),
-   * then opened. Local (a standalone node, ADR 0005): the file is the only
-   * copy and is opened as it is, at the actor's first statement.
-   */
-  async #openStore(seq: number, actor: ResidentActor): Promise<ActorStore> {
-    const replication = this.#replication;
-    if (!replication) return new LocalStore();
+  /** The actor's database at this generation (store_open.ts). */
+  #openStore(seq: number, actor: ResidentActor): Promise<ActorStore> {
     const { key, id, path, generation } = actor;
-    const abort = new AbortController();
-    const opening = ActorReplica.open(replication, {
+    return openActorStore({
+      replication: this.#replication,
       actor: key,
       path,
-      generation: BigInt(generation),
+      generation,
       schedule: this.#schedules.get(id),
-      onFailure: (error) => this.#giveUp(actor, error),
+      suspend: (work, onTimeout) => this.#suspend(seq, work, onTimeout),
       openDatabase: () => this.#db(path),
-      signal: abort.signal,
-    });
-    let replica;
-    try {
-      replica = await this.#suspend(seq, opening, async () => {
-        // The actor's next event must not start a restore beside this one.
-        abort.abort(new Error("the event's wall-clock limit passed"));
-        const late = await opening.catch(() => undefined);
-        late?.abandon();
-      });
-    } catch (error) {
-      this.#databases.close(path);
-      this.#o.observer?.openFailed?.(key, generation, error, abort.signal.aborted);
-      if (error instanceof HistoryError) {
-        this.#post({ type: "count", name: "wasmkeep_restore_failures_total", by: 1 });
-        throw new EventFailure(
-          500,
-          `the actor's history in the bucket cannot be restored without losing data: ${error.message}`,
-        );
-      }
-      if (error instanceof ReplicationFailed) {
-        throw new EventFailure(503, `the bucket did not take the actor's first snapshot; retry`);
-      }
-      if (error instanceof RestoreUnavailable) {
-        this.#post({ type: "count", name: "wasmkeep_restore_failures_total", by: 1 });
-        throw new EventFailure(503, `the bucket did not answer the actor's restore; retry`);
-      }
-      throw error;
-    }
-    return new ReplicatedStore(replica, {
+      closeDatabase: () => this.#databases.close(path),
+      onFailure: (error) => this.#giveUp(actor, error),
       checkHold: () => this.#checkHold(actor),
       onClosed: (schedule) => this.#rememberSchedule(id, schedule),
+      count: (name) => this.#post({ type: "count", name, by: 1 }),
+      openFailed: (error, timedOut) =>
+        this.#o.observer?.openFailed?.(key, generation, error, timedOut),
     });
   }
 
@@ -549,26 +367,10 @@ export class ExecutorRuntime {
   async #instantiateActor(actor: ResidentActor, program: ActorProgram) {
     const { path } = actor;
     const exports = await program.instantiate(hostImports(actor, program.spec, this.#imports));
+    // Set before on-init runs: a delete-self in it unsets the instance.
     actor.exports = exports;
     actor.program = program;
-    const db = this.#db(path);
-    if (db.getMeta(INIT_VERSION_KEY) === program.spec.hash) return;
-    try {
-      await exports.onInit();
-    } catch (error) {
-      // The guest's err: a GuestError from the direct bindings, jco's
-      // ComponentError from its glue; both carry the payload.
-      const payload = (error as { payload?: unknown } | undefined)?.payload;
-      if (typeof payload !== "string") throw error;
-      throw new EventFailure(500, `the actor's on-init failed: ${payload}`);
-    }
-    if (this.#db(path).inTransaction) {
-      throw new EventFailure(
-        500,
-        "the actor's on-init ended with a transaction open; it was rolled back",
-      );
-    }
-    this.#db(path).setMeta(INIT_VERSION_KEY, program.spec.hash);
+    await initOnce(exports, program.spec.hash, () => this.#db(path));
   }
 
   /**
@@ -612,16 +414,8 @@ export class ExecutorRuntime {
       error: String((error as Error)?.message ?? error),
     });
     this.#discard(actor);
-    this.#rememberGiveUp(actor.id, actor.generation);
+    this.#givenUp.set(actor.id, actor.generation);
     this.#post({ type: "give-up", actor: actor.key, generation: actor.generation });
-  }
-
-  #rememberGiveUp(id: string, generation: number) {
-    this.#givenUp.delete(id);
-    this.#givenUp.set(id, generation);
-    if (this.#givenUp.size > REMEMBERED_GIVE_UPS) {
-      this.#givenUp.delete(this.#givenUp.keys().next().value!);
-    }
   }
 
   #chain(id: string, task: () => Promise<void>) {
@@ -643,14 +437,13 @@ export class ExecutorRuntime {
     connections: number[] | undefined,
     alarmDue: number | undefined,
   ) {
-    await this.#acquire();
+    await this.#token.acquire();
     if (this.#abandoned.delete(seq)) {
       this.#lease.ended(seq);
-      this.#release();
+      this.#token.release();
       return;
     }
-    this.#eventStartedAt = this.#clock.monotonic();
-    this.#startedAt.set(seq, this.#eventStartedAt);
+    this.#token.started(seq);
     let actor = this.#resident.get(id);
     try {
       if ((this.#givenUp.get(id) ?? 0) >= generation) {
@@ -682,7 +475,7 @@ export class ExecutorRuntime {
       const response = alarmDue !== undefined
         ? await runAlarmEvent(actor.exports!, actor.alarm, alarmDue, this.#clock.now())
         : socket
-        ? await this.#socketEvent(actor.exports!, socket, request)
+        ? await runSocketEvent(actor.exports!, socket, request)
         : await actor.exports!.onRequest(request);
       if (db()?.inTransaction) {
         throw new EventFailure(500, "the event ended with a transaction open; it was rolled back");
@@ -707,64 +500,20 @@ export class ExecutorRuntime {
       if (actor && !actor.dead) this.#dropInstance(actor);
       const alarm = actor?.alarm && !actor.dead ? { alarm: actor.alarm.stored ?? null } : {};
       if (error instanceof BehindActor) this.#post({ type: "behind", seq: error.actorSeq });
-      if (error instanceof EventFailure) {
-        this.#log.warn("event failed", { actor: id, reason: error.message });
-        this.#post({ type: "failed", seq, status: error.status, message: error.message, ...alarm });
-      } else if (
-        alarmDue !== undefined && typeof (error as { payload?: unknown })?.payload === "string"
-      ) {
-        // on-alarm's own error: the node retries it.
-        const message = `the actor's on-alarm failed: ${(error as { payload: string }).payload}`;
-        this.#log.warn("event failed", { actor: id, reason: message });
-        this.#post({ type: "failed", seq, status: 500, message, ...alarm });
-      } else {
-        // A trap or a host failure: the instance may be in any state, so it
-        // is discarded and its open transaction rolled back.
-        const eid = this.#errorId();
-        const text = error instanceof GuestError
-          ? `host error not returned to the actor: ${JSON.stringify(error.payload)}`
-          : describeError(error, "stack");
-        this.#log.error("actor failed", { actor: id, error_id: eid, error: text });
-        this.#post({
-          type: "failed",
-          seq,
-          status: 500,
-          message: `the actor failed (error id ${eid})`,
-          ...alarm,
-        });
-      }
+      // A trap or a host failure discarded the instance above, with its open transaction.
+      const failed = describeFailedEvent(error, {
+        actorId: id,
+        onAlarm: alarmDue !== undefined,
+        log: this.#log,
+        errorId: () => this.#errorId(),
+      });
+      this.#post({ type: "failed", seq, ...failed, ...alarm });
     } finally {
-      this.#startedAt.delete(seq);
+      this.#token.ended(seq);
       this.#lease.ended(seq);
       this.#abandoned.delete(seq);
-      this.#release();
+      this.#token.release();
     }
-  }
-
-  /** Runs a WebSocket event's export; its answer to the node is empty. */
-  async #socketEvent(
-    exports: ActorExportCalls,
-    socket: SocketEvent,
-    request: ActorRequest,
-  ): Promise<ActorResponse> {
-    const connection = BigInt(socket.connection);
-    switch (socket.kind) {
-      case "open":
-        await exports.onWebsocketOpen(connection, request);
-        break;
-      case "message":
-        await exports.onWebsocketMessage(
-          connection,
-          "text" in socket.message
-            ? { tag: "text", val: socket.message.text }
-            : { tag: "binary", val: socket.message.binary },
-        );
-        break;
-      case "close":
-        await exports.onWebsocketClose(connection, socket.code, socket.reason);
-        break;
-    }
-    return SOCKET_EVENT_DONE;
   }
 
   /**
@@ -810,6 +559,7 @@ export class ExecutorRuntime {
       db: () => this.#db(actor.path),
       dead: () => actor.dead,
       onSet: () => this.#post({ type: "count", name: "wasmkeep_alarms_set_total", by: 1 }),
+      unlisted: this.#o.planted?.alarmNotListed,
     });
   }
 
@@ -832,7 +582,7 @@ export class ExecutorRuntime {
     if (verdict === "valid") return;
     if (verdict === "discarded" && actor && !actor.dead) {
       this.#discard(actor);
-      this.#rememberGiveUp(actor.id, actor.generation);
+      this.#givenUp.set(actor.id, actor.generation);
     }
     throw new EventFailure(503, "the node's lease ran out before the event could run; retry");
   }
@@ -878,9 +628,6 @@ export class ExecutorRuntime {
   #rememberSchedule(id: string, schedule: SnapshotSchedule) {
     if (schedule.failures === 0) return;
     this.#schedules.set(id, schedule);
-    if (this.#schedules.size > REMEMBERED_SNAPSHOT_SCHEDULES) {
-      this.#schedules.delete(this.#schedules.keys().next().value!);
-    }
   }
 
   /**
@@ -929,7 +676,7 @@ export class ExecutorRuntime {
         const actor = this.#resident.get(actorKeyString(message.actor));
         if (actor) {
           this.#discard(actor);
-          this.#rememberGiveUp(actor.id, actor.generation);
+          this.#givenUp.set(actor.id, actor.generation);
           this.#post({ type: "give-up", actor: actor.key, generation: actor.generation });
         }
         this.#post({ type: "abandoned", seq: message.seq });
@@ -940,7 +687,7 @@ export class ExecutorRuntime {
         for (const actor of [...this.#resident.values()]) {
           this.#discard(actor);
           // Its generation is over: queued events of it get a 503.
-          this.#rememberGiveUp(actor.id, actor.generation);
+          this.#givenUp.set(actor.id, actor.generation);
         }
         return;
       }

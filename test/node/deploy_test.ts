@@ -387,10 +387,17 @@ Deno.test("deploys: an alarm of a class missing a required value waits, and fire
       extra: ["--alarm-retry-max-secs", "2"],
     });
     try {
-      const due = Date.now() + 3_000;
+      // Far enough ahead that the deploy and the node's next poll land
+      // before it is due, even on a loaded machine: an alarm due earlier
+      // would fire before the class lacks anything.
+      const due = Date.now() + 12_000;
       assert.equal((await get(a, "r", `/alarm?${due}`)).body, "set");
       await deploy(url, {}, "--requires", "testbed=NEEDED");
       await until("the class is refused", async () => (await get(a, "r", "/rows")).status === 503);
+      assert.ok(
+        Date.now() < due,
+        `the requirement landed ${Date.now() - due} ms after the alarm was due`,
+      );
       await until(
         "the alarm was retried",
         async () => (await metric(a.url, "wasmkeep_alarms_retried_total") ?? 0) >= 2,
