@@ -6,90 +6,17 @@
  * @module
  */
 
-// Full npm: specifiers here and below, not deno.json's bare name: a program
-// importing this package by URL has no import map of ours (docs/dependencies.md).
-// deno-lint-ignore no-import-prefix
-import type { transpile as Transpile } from "npm:@bytecodealliance/jco@1.35.0";
-import { type CoreInterface, readCoreInterface } from "./abi/core_signatures.ts";
-import { directBindingsProblem } from "./abi/direct.ts";
-
-/** The interfaces an actor may import, as jco names them. */
-export const ACTOR_IMPORTS: readonly string[] = [
-  "wasmkeep:actor/storage",
-  "wasmkeep:actor/actors",
-  "wasmkeep:actor/alarms",
-  "wasmkeep:actor/websockets",
-  "wasmkeep:actor/config",
-  "wasmkeep:actor/log",
-];
-
-/** The exports an actor must have: WIT name and the name jco gives it. */
-export const ACTOR_EXPORTS: readonly (readonly [wit: string, jco: string])[] = [
-  ["on-init", "onInit"],
-  ["on-request", "onRequest"],
-  ["on-alarm", "onAlarm"],
-  ["on-websocket-open", "onWebsocketOpen"],
-  ["on-websocket-message", "onWebsocketMessage"],
-  ["on-websocket-close", "onWebsocketClose"],
-];
+import type { Transpiled } from "./component_transpile.ts";
+// Where the component's users have always found them.
+export { ACTOR_EXPORTS, ACTOR_IMPORTS, ASYNC_IMPORTS } from "./component_transpile.ts";
 
 /**
- * Imports and exports that may wait (JSPI): the guest's stack is suspended
- * while the host awaits, so a durable write or a call does not block the
- * executor's other actors. jco matches imports by exact
- * `interface@version#function` name (no wildcards) and exports by name.
+ * Changes whenever the transpile options (component_transpile.ts), the jco
+ * version or the cache's manifest change, so a cache written by another
+ * build is not reused. 4: the manifest keeps whether the direct bindings
+ * fit, so a cached load parses no core module.
  */
-export const ASYNC_IMPORTS: readonly string[] = [
-  "wasmkeep:actor/storage@0.1.0#exec-durable",
-  "wasmkeep:actor/storage@0.1.0#delete-self",
-  "wasmkeep:actor/actors@0.1.0#call",
-];
-const ASYNC_EXPORTS = ACTOR_EXPORTS.map(([wit]) => wit);
-
-type TranspileOptions = NonNullable<Parameters<typeof Transpile>[1]>;
-
-/**
- * jco 1.35's `transpile` (through `@bytecodealliance/jco-transpile`) turns
- * JSPI on only for `asyncMode: "jspi"` with the flat `asyncImports` and
- * `asyncExports` lists: it silently drops an `asyncMode` given in
- * js-component-bindgen's own `{ tag: "jspi", val: { imports, exports } }`
- * shape, and the glue is then synchronous (an async import's promise is
- * taken for its result). Typed against jco's options so such a mistake does
- * not compile. `noTypescript` is jco's spelling and is ignored by
- * jco-transpile, which reads `emitTypescriptDeclarations`. A new object each
- * time, since jco fills in the options it is given.
- */
-function transpileOptions(): TranspileOptions & { emitTypescriptDeclarations: boolean } {
-  return {
-    name: "actor",
-    instantiation: "async",
-    asyncMode: "jspi",
-    asyncImports: [...ASYNC_IMPORTS],
-    asyncExports: [...ASYNC_EXPORTS],
-    noTypescript: true,
-    emitTypescriptDeclarations: false,
-  };
-}
-
-/**
- * Changes whenever the transpile options or the jco version change, so a
- * cache written by another build is not reused.
- */
-const TRANSPILE_VERSION = "jco-1.35.0-jspi-3";
-
-/**
- * jco 1.35's glue calls `_debugLog` about a hundred times per event, and
- * each call reads `process.env.JCO_DEBUG`, which in Deno is a call into the
- * runtime: about 25 µs of an 85 µs call of the counter (measured on our
- * machines with jco_cmp in docs/performance.md). The
- * glue's debug log is turned off where it is defined. If jco changes that
- * line, the glue is used as it is (slower, not wrong).
- */
-const DEBUG_LOG_CHECK = "if (!globalThis?.process?.env?.JCO_DEBUG) { return; }";
-
-function withoutDebugLog(glue: string): string {
-  return glue.replace(DEBUG_LOG_CHECK, "return;");
-}
+const TRANSPILE_VERSION = "jco-1.35.0-jspi-4";
 
 /** Largest component file accepted. */
 export const MAX_COMPONENT_BYTES = 64 * 1024 * 1024;
@@ -152,7 +79,13 @@ async function sha256Hex(bytes: Uint8Array): Promise<string> {
   return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-interface CachedManifest {
+/** Whether the direct bindings fit a component (component_transpile.ts). */
+interface DirectFit {
+  directModule?: string;
+  directProblem?: string;
+}
+
+interface CachedManifest extends DirectFit {
   version: string;
   glue: string;
   coreModules: string[];
@@ -169,7 +102,8 @@ async function readCache(
     for (const name of manifest.coreModules) {
       coreModules[name] = await Deno.readFile(`${dir}/${name}`);
     }
-    return { glue, coreModules };
+    const { directModule, directProblem } = manifest;
+    return { glue, coreModules, directModule, directProblem };
   } catch (error) {
     if (error instanceof Deno.errors.NotFound) return undefined;
     if (error instanceof SyntaxError) return undefined;
@@ -177,7 +111,12 @@ async function readCache(
   }
 }
 
-async function writeCache(dir: string, glue: string, coreModules: Record<string, Uint8Array>) {
+async function writeCache(
+  dir: string,
+  glue: string,
+  coreModules: Record<string, Uint8Array>,
+  fit: DirectFit,
+) {
   // Written beside and renamed, so a crash never leaves a half-written
   // cache entry that a later start would trust.
   const temp = `${dir}.tmp-${crypto.randomUUID()}`;
@@ -190,6 +129,7 @@ async function writeCache(dir: string, glue: string, coreModules: Record<string,
     version: TRANSPILE_VERSION,
     glue: "glue.js",
     coreModules: Object.keys(coreModules),
+    ...fit,
   };
   await Deno.writeTextFile(`${temp}/manifest.json`, JSON.stringify(manifest));
   try {
@@ -218,7 +158,7 @@ export async function cachedComponent(
 ): Promise<LoadedComponent | undefined> {
   const cached = await readCache(`${cacheDir}/${hash}`);
   if (!cached) return undefined;
-  return { className, path, hash, ...cached, ...directFit(cached.coreModules, cached.glue) };
+  return { className, path, hash, ...cached };
 }
 
 /**
@@ -278,92 +218,57 @@ export async function componentFromBytes(
   const dir = `${cacheDir}/${hash}`;
   const cached = await readCache(dir);
   if (cached) {
-    return { className, path, hash, ...cached, ...directFit(cached.coreModules, cached.glue) };
+    return { className, path, hash, ...cached };
   }
 
-  // jco is large (it carries wasm-tools), so it is loaded only when a
-  // component is not in the cache yet.
-  // deno-lint-ignore no-import-prefix
-  const { transpile } = await import("npm:@bytecodealliance/jco@1.35.0");
-  let output: Awaited<ReturnType<typeof Transpile>>;
-  try {
-    output = await transpile(bytes, transpileOptions());
-  } catch (error) {
-    throw new ComponentError(
-      path,
-      `is not a valid component: ${String((error as Error).message ?? error)}`,
-    );
-  }
-  const exported = new Set(output.exports.map(([name]) => name));
-  const missing = ACTOR_EXPORTS.filter(([, jco]) => !exported.has(jco)).map(([wit]) => wit);
-  const foreign = output.imports.filter((name) => !ACTOR_IMPORTS.includes(name));
-  if (missing.length > 0 || foreign.length > 0) {
-    const parts = [];
-    if (missing.length > 0) parts.push(`it lacks the exports ${missing.join(", ")}`);
-    if (foreign.length > 0) {
-      parts.push(`it imports ${foreign.join(", ")}, which WasmKeep does not provide`);
-    }
-    throw new ComponentError(
-      path,
-      `does not target the world wasmkeep:actor/actor: ${parts.join("; ")}`,
-    );
-  }
-  const files = output.files as unknown as Record<string, Uint8Array>;
-  const glue = withoutDebugLog(new TextDecoder().decode(files["actor.js"]));
-  const coreModules: Record<string, Uint8Array> = {};
-  for (const [name, content] of Object.entries(files)) {
-    if (name.endsWith(".wasm")) coreModules[name] = content;
-  }
+  const made = await transpileOffThread(bytes);
+  if (!made.ok) throw new ComponentError(path, made.problem);
+  const { glue, coreModules, directModule, directProblem } = made;
+  const fit = { directModule, directProblem };
   await Deno.mkdir(cacheDir, { recursive: true });
-  await writeCache(dir, glue, coreModules);
-  return { className, path, hash, glue, coreModules, ...directFit(coreModules, glue) };
-}
-
-/** Digits only: the names jco gives the shim's trampolines. */
-const TRAMPOLINE = /^\d+$/;
-
-function isShim(core: CoreInterface): boolean {
-  return core.importedFunctions.size === 0 && core.otherImports.size === 0 &&
-    [...core.exportedFunctions.keys()].every((name) => TRAMPOLINE.test(name)) &&
-    [...core.otherExports].every(([, kind]) => kind === "table");
-}
-
-function isFixups(core: CoreInterface): boolean {
-  return core.exportedFunctions.size === 0 && core.otherExports.size === 0 &&
-    [...core.otherImports.values()].every((kind) => kind === "table");
+  await writeCache(dir, glue, coreModules, fit);
+  return { className, path, hash, glue, coreModules, ...fit };
 }
 
 /**
- * Whether the component fits the direct bindings: one main core module
- * with the world's exact core signatures, the other modules only the
- * shim and fixups that lower its imports (which the direct bindings replace),
- * and strings in UTF-8 (jco's glue lowers the request's method with the
- * UTF-8 encoder; any UTF-16 lowering rules the component out).
+ * Transpiles at once in a node: each holds jco (with wasm-tools) and the
+ * component's output in memory; the others wait their turn (a version has
+ * at most `MAX_APP_CLASSES` classes).
  */
-function directFit(
-  coreModules: Record<string, Uint8Array>,
-  glue: string,
-): { directModule?: string; directProblem?: string } {
-  let main: string | undefined;
-  for (const [name, bytes] of Object.entries(coreModules)) {
-    let core: CoreInterface;
-    try {
-      core = readCoreInterface(bytes);
-    } catch (error) {
-      return { directProblem: `${name} cannot be read: ${(error as Error).message}` };
-    }
-    if (core.exportedFunctions.has("on-request")) {
-      if (main) return { directProblem: "more than one core module exports on-request" };
-      const problem = directBindingsProblem(core);
-      if (problem) return { directProblem: problem };
-      main = name;
-    } else if (!isShim(core) && !isFixups(core)) {
-      return { directProblem: `the core module ${name} is neither the actor nor an import shim` };
-    }
+const TRANSPILES_AT_ONCE = 1;
+let transpiles = 0;
+const waitingToTranspile: (() => void)[] = [];
+
+/**
+ * Transpiles `bytes` in a worker of its own, so that a large component
+ * (seconds of jco's time) never holds the node's main thread, where its
+ * leases, heartbeats and routing run; the worker ends with its transpile.
+ */
+async function transpileOffThread(bytes: Uint8Array): Promise<Transpiled> {
+  if (transpiles < TRANSPILES_AT_ONCE) transpiles++;
+  else await new Promise<void>((resolve) => waitingToTranspile.push(resolve));
+  try {
+    return await inWorker(bytes);
+  } finally {
+    // The place passes to the next in line, or frees up.
+    const next = waitingToTranspile.shift();
+    if (next) next();
+    else transpiles--;
   }
-  if (!main) return { directProblem: "no core module exports on-request" };
-  if (!/_utf8AllocateAndEncode\(v0_0,/.test(glue) || /_utf16AllocateAndEncode\(v\d/.test(glue)) {
-    return { directProblem: "its strings are not UTF-8" };
-  }
-  return { directModule: main };
+}
+
+function inWorker(bytes: Uint8Array): Promise<Transpiled> {
+  const worker = new Worker(new URL("./transpile_worker.ts", import.meta.url).href, {
+    type: "module",
+  });
+  return new Promise<Transpiled>((resolve, reject) => {
+    worker.onmessage = (event: MessageEvent<Transpiled>) => resolve(event.data);
+    worker.onerror = (event) => {
+      event.preventDefault();
+      reject(new Error(`the transpile worker failed: ${event.message}`));
+    };
+    worker.onmessageerror = () =>
+      reject(new Error("the transpile worker's answer could not be read"));
+    worker.postMessage(bytes);
+  }).finally(() => worker.terminate());
 }

@@ -116,6 +116,47 @@ console.log(JSON.stringify({ report, empty }));
   }
 });
 
+Deno.test("a program outside the repository deploys through mod.ts: its components are transpiled in the package's worker, a broken one refused by name", async () => {
+  const scratch = await Deno.makeTempDir({ prefix: "package-deploy-" });
+  const broken = `${scratch}/broken.wasm`;
+  await Deno.writeFile(broken, new Uint8Array([0, 0x61, 0x73, 0x6d, 0x0d, 0, 1, 0, 1, 2, 3]));
+  const script = `import { deploy, openBucket } from ${JSON.stringify(MOD_URL)};
+const [bucketUrl, counter, broken] = Deno.args;
+const bucket = openBucket(bucketUrl);
+const app = { tenant: "acme", app: "shop" };
+const outcome = await deploy(bucket, app, { actors: { counter } });
+let refused = "";
+try {
+  await deploy(bucket, app, { actors: { counter, other: broken } });
+} catch (error) {
+  refused = String((error as Error).message);
+}
+console.log(JSON.stringify({
+  seq: outcome.after.version.seq,
+  hash: outcome.after.version.classes.counter.component,
+  refused,
+}));
+await bucket.close();
+`;
+  const dir = await consumerDir(script);
+  try {
+    const run = await deno(
+      ["run", "-A", "main.ts", `file://${scratch}/bucket`, COUNTER_WASM, broken],
+      dir,
+    );
+    assert.equal(run.code, 0, run.stderr);
+    const printed = JSON.parse(run.stdout);
+    assert.equal(printed.seq, 1);
+    const bytes = await Deno.readFile(COUNTER_WASM);
+    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+    const hex = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+    assert.equal(printed.hash, hex);
+    assert.match(printed.refused, /broken\.wasm: is not a valid component: /);
+  } finally {
+    for (const d of [scratch, dir]) await Deno.remove(d, { recursive: true });
+  }
+});
+
 Deno.test("a program outside the repository type-checks against the types mod.ts exports", async () => {
   const script = `import {
   type Bucket,
