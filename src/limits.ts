@@ -315,3 +315,10 @@ export const APP_POLL_MS = 3_000;
  * second request for it needs no bucket read while it is remembered.
  */
 export const MAX_KNOWN_ACTORS = 100_000;
+
+/**
+ * Transpiled components a node keeps in its cache (`<data-dir>/cache/components`)
+ * beyond those of the classes it serves: the most recently used, so a
+ * rollback needs no transpile; older ones are deleted when a version is applied.
+ */
+export const MAX_SPARE_CACHED_COMPONENTS = 32;

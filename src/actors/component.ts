@@ -7,6 +7,7 @@
  */
 
 import type { Transpiled } from "./component_transpile.ts";
+import { MAX_SPARE_CACHED_COMPONENTS } from "../limits.ts";
 // Where the component's users have always found them.
 export { ACTOR_EXPORTS, ACTOR_IMPORTS, ASYNC_IMPORTS } from "./component_transpile.ts";
 
@@ -103,6 +104,9 @@ async function readCache(
       coreModules[name] = await Deno.readFile(`${dir}/${name}`);
     }
     const { directModule, directProblem } = manifest;
+    // Its last use, for pruneComponentCache.
+    const now = new Date();
+    await Deno.utime(dir, now, now).catch(() => {});
     return { glue, coreModules, directModule, directProblem };
   } catch (error) {
     if (error instanceof Deno.errors.NotFound) return undefined;
@@ -228,6 +232,59 @@ export async function componentFromBytes(
   await Deno.mkdir(cacheDir, { recursive: true });
   await writeCache(dir, glue, coreModules, fit);
   return { className, path, hash, glue, coreModules, ...fit };
+}
+
+/** A cache entry being written (`writeCache`) this long ago was left by a crash. */
+const ABANDONED_WRITE_MS = 3_600_000;
+
+/**
+ * Deletes what the cache in `cacheDir` no longer needs: the entries of
+ * components other than `keep` past the {@linkcode MAX_SPARE_CACHED_COMPONENTS}
+ * most recently used, and the entries a crash left half written. An entry
+ * that cannot be deleted stays, for the next time.
+ *
+ * @example
+ * ```ts ignore
+ * await pruneComponentCache(".wasmkeep/data/cache/components", ["ab12..."]);
+ * ```
+ */
+export async function pruneComponentCache(
+  cacheDir: string,
+  keep: Iterable<string>,
+  spare = MAX_SPARE_CACHED_COMPONENTS,
+  now = Date.now(),
+): Promise<string[]> {
+  const kept = new Set(keep);
+  const others: { name: string; usedAt: number }[] = [];
+  const removed: string[] = [];
+  const remove = async (name: string) => {
+    try {
+      await Deno.remove(`${cacheDir}/${name}`, { recursive: true });
+      removed.push(name);
+    } catch {
+      // Left for the next prune.
+    }
+  };
+  try {
+    for await (const entry of Deno.readDir(cacheDir)) {
+      if (!entry.isDirectory || kept.has(entry.name)) continue;
+      const info = await Deno.stat(`${cacheDir}/${entry.name}`).catch(() => undefined);
+      if (!info) continue;
+      // An entry's time is its last use (readCache touches it).
+      const usedAt = info.mtime?.getTime() ?? 0;
+      if (entry.name.includes(".tmp-")) {
+        if (now - usedAt > ABANDONED_WRITE_MS) await remove(entry.name);
+        continue;
+      }
+      others.push({ name: entry.name, usedAt });
+    }
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return removed;
+    throw error;
+  }
+  others.sort((a, b) => b.usedAt - a.usedAt);
+  for (const { name } of others.slice(spare)) await remove(name);
+  return removed;
 }
 
 /**

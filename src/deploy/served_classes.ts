@@ -15,6 +15,7 @@ import {
   componentFromBytes,
   loadComponent,
   type LoadedComponent,
+  pruneComponentCache,
 } from "../actors/component.ts";
 import type { ExecutorClass } from "../actors/protocol.ts";
 import type { ActorClassOption } from "../node/options.ts";
@@ -104,6 +105,7 @@ export async function flagClasses(
       missing: [],
     });
   }
+  await pruneCache(loading, classes);
   return classes;
 }
 
@@ -153,5 +155,21 @@ export async function versionClasses(
       missing: missingNames(deployed.requires, config),
     });
   }
+  await pruneCache(loading, classes);
   return classes;
+}
+
+/** Keeps the cache bounded: the components served, and the spare ones most recently used. */
+async function pruneCache(loading: ClassLoading, classes: ServedClass[]): Promise<void> {
+  const removed = await pruneComponentCache(loading.cacheDir, classes.map((c) => c.spec.hash))
+    .catch((error) => {
+      loading.log.warn("could not prune the component cache", {
+        dir: loading.cacheDir,
+        error: String((error as Error)?.message ?? error),
+      });
+      return [];
+    });
+  if (removed.length > 0) {
+    loading.log.info("component cache pruned", { removed: removed.length });
+  }
 }
