@@ -20,15 +20,16 @@ async function entries(dir: string): Promise<string[]> {
   return names.sort();
 }
 
-Deno.test("component cache: the served and the most recently used spare entries stay, older ones and a crash's half-written entry go", async () => {
+/** A cache holding the counter, transpiled: its directory and the counter's entry. */
+async function cacheWithCounter() {
   const dir = await Deno.makeTempDir({ prefix: "wk-component-cache-" });
+  const bytes = await Deno.readFile(COUNTER_WASM);
+  return { dir, counter: await componentFromBytes("counter", COUNTER_WASM, bytes, dir) };
+}
+
+Deno.test("component cache: the served and the most recently used spare entries stay, older ones and a crash's half-written entry go", async () => {
+  const { dir, counter } = await cacheWithCounter();
   try {
-    const counter = await componentFromBytes(
-      "counter",
-      COUNTER_WASM,
-      await Deno.readFile(COUNTER_WASM),
-      dir,
-    );
     const now = Date.now();
     // Five other entries, used 1 to 5 hours ago; the served one is the oldest of all.
     for (let i = 1; i <= 5; i++) {
@@ -62,14 +63,8 @@ Deno.test("component cache: the served and the most recently used spare entries 
 });
 
 Deno.test("component cache: a cached load is a use, so the entry outlives spare ones used before it", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "wk-component-cache-" });
+  const { dir, counter } = await cacheWithCounter();
   try {
-    const counter = await componentFromBytes(
-      "counter",
-      COUNTER_WASM,
-      await Deno.readFile(COUNTER_WASM),
-      dir,
-    );
     const now = Date.now();
     const long = new Date(now - 10 * HOUR_MS);
     await Deno.utime(`${dir}/${counter.hash}`, long, long);
