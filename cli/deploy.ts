@@ -261,8 +261,9 @@ function report(outcome: DeployOutcome, io: DeployIo): void {
   if (outcome.kind === "unchanged") {
     io.stdout(
       `nothing changed: ${app} stays at version ${version(after.id, after.version.seq)}; ` +
-        "nothing written",
+        "no version written",
     );
+    reportRetention(outcome, io);
     return;
   }
   for (const line of outcome.changes) io.stdout(line);
@@ -277,6 +278,10 @@ function report(outcome: DeployOutcome, io: DeployIo): void {
     `${app}: version ${version(after.id, after.version.seq)} is current` +
       (before ? ` (was ${version(before.id, before.version.seq)})` : " (its first version)"),
   );
+  reportRetention(outcome, io);
+}
+
+function reportRetention(outcome: DeployOutcome, io: DeployIo): void {
   const retention = outcome.retention;
   if (retention && "error" in retention) {
     io.stderr(`warning: old versions were not collected this time: ${retention.error}`);

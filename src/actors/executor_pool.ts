@@ -79,6 +79,8 @@ export interface ExecutorPoolOptions {
   classes: ExecutorClass[];
   /** The seq of the app's version `classes` are; 0 (the default) without an app. */
   deploySeq?: number;
+  /** The line `deploySeq` counts in; "" without one. */
+  deployLine?: string;
   /** Databases open at once across the pool (each holds two files). */
   maxOpenDatabases: number;
   /** A database unused this long is closed. */
@@ -238,12 +240,14 @@ export class ExecutorPool {
   /** The classes executors run, and the seq of their version: a respawned executor starts with them. */
   #classes: ExecutorClass[];
   #deploySeq: number;
+  #deployLine: string;
 
   /** A pool of `options.size` executors, none started before {@linkcode ExecutorPool.start}. */
   constructor(options: ExecutorPoolOptions) {
     this.#options = options;
     this.#classes = options.classes;
     this.#deploySeq = options.deploySeq ?? 0;
+    this.#deployLine = options.deployLine ?? "";
     this.#launcher = options.launcher ?? new ProcessLauncher(options.log, options.command);
   }
 
@@ -261,12 +265,16 @@ export class ExecutorPool {
    * next event on, each actor switching at its own; one started later
    * starts with them.
    */
-  setClasses(seq: number, classes: ExecutorClass[]): void {
-    assert(seq >= this.#deploySeq, `a version's seq goes back: ${this.#deploySeq} to ${seq}`);
+  setClasses(seq: number, line: string, classes: ExecutorClass[]): void {
+    assert(
+      seq >= this.#deploySeq || line !== this.#deployLine,
+      `a version's seq goes back within its line: ${this.#deploySeq} to ${seq}`,
+    );
     this.#classes = classes;
     this.#deploySeq = seq;
+    this.#deployLine = line;
     for (const executor of this.#executors) {
-      this.#write(executor, { type: "classes", seq, classes });
+      this.#write(executor, { type: "classes", seq, line, classes });
     }
   }
 
@@ -301,6 +309,7 @@ export class ExecutorPool {
       eventTimeoutMs: this.#options.eventTimeoutMs,
       classes: this.#classes,
       deploySeq: this.#deploySeq,
+      deployLine: this.#deployLine,
       logLevel: this.#options.logLevel,
       replicate: this.#options.replicate,
       bucketUrl: this.#options.bucketUrl,

@@ -128,6 +128,8 @@ export interface ExecutorInit {
    * that follows no app: an actor that ran a higher one is refused.
    */
   deploySeq: number;
+  /** The line `deploySeq` counts in (manifest.ts `AppVersion.line`); "" without one. */
+  deployLine: string;
   logLevel: string;
   /**
    * Whether actors' databases are replicated to the bucket (cluster mode);
@@ -197,7 +199,7 @@ export type ToExecutor =
    * The app's version `seq` is applied: its classes replace the executor's
    * from the next event on, each resident actor switching at its own.
    */
-  | { type: "classes"; seq: number; classes: ExecutorClass[] }
+  | { type: "classes"; seq: number; line: string; classes: ExecutorClass[] }
   | { type: "shutdown" };
 
 /** Executor to main thread. */
@@ -447,6 +449,7 @@ export function toExecutorMessage(frame: Plain): ToExecutor {
         eventTimeoutMs: finite(m, "eventTimeoutMs"),
         classes: classes.map(executorClass),
         deploySeq: int(m, "deploySeq"),
+        deployLine: text(m, "deployLine"),
         logLevel: text(m, "logLevel"),
         replicate: flag(m, "replicate"),
         bucketUrl: text(m, "bucketUrl"),
@@ -485,7 +488,12 @@ export function toExecutorMessage(frame: Plain): ToExecutor {
     case "classes": {
       const classes = m.classes;
       if (!Array.isArray(classes)) throw new ProtocolError("classes is not a list");
-      return { type, seq: int(m, "seq"), classes: classes.map(executorClass) };
+      return {
+        type,
+        seq: int(m, "seq"),
+        line: text(m, "line"),
+        classes: classes.map(executorClass),
+      };
     }
   }
   throw new ProtocolError(`unknown message type '${type}' to an executor`);

@@ -5,9 +5,11 @@
  * requests) in one step. A version it cannot apply (a manifest it cannot
  * read, a component that does not compile here or the bucket does not
  * give) leaves the previous one in place and the node not ready, until a
- * later check applies one. The versions it applies only go forward (ADR
- * 0008): a `current` below the seq applied (a bucket restored from a
- * backup) is refused, and the node stays not ready until restarted.
+ * later check applies one. The versions it applies only go forward within
+ * their line (ADR 0008): a `current` below the seq applied (a bucket
+ * restored from a backup) is refused, and the node stays not ready until
+ * restarted; one of a new line (the app deployed anew after its `current`
+ * was deleted) is applied.
  *
  * @module
  */
@@ -152,12 +154,6 @@ export class AppFollower {
       this.#problem = undefined;
       return;
     }
-    if (applied && current.seq <= applied.version.seq) {
-      this.#refuse(
-        `the app's current version ${current.version} has seq ${current.seq}, not above the seq ${applied.version.seq} this node runs (a bucket restored from a backup?); restart the node`,
-      );
-      return;
-    }
     let version: AppVersion;
     let classes: ServedClass[];
     try {
@@ -167,6 +163,17 @@ export class AppFollower {
           current.version,
           `its seq ${version.seq} is not the seq ${current.seq} current gives it`,
         );
+      }
+      // Within a line seqs only go up; a new line (the app deployed anew
+      // after its current was deleted) starts again.
+      if (
+        applied && current.seq <= applied.version.seq &&
+        (version.line ?? "") === (applied.version.line ?? "")
+      ) {
+        this.#refuse(
+          `the app's current version ${current.version} has seq ${current.seq}, not above the seq ${applied.version.seq} this node runs (a bucket restored from a backup?); restart the node`,
+        );
+        return;
       }
       classes = await this.#o.load(version);
     } catch (error) {
@@ -194,7 +201,7 @@ export class AppFollower {
   }
 
   #apply(id: string, version: AppVersion, classes: ServedClass[]) {
-    const next: CatalogVersion = { seq: version.seq, id, classes };
+    const next: CatalogVersion = { seq: version.seq, line: version.line ?? "", id, classes };
     this.#onApplied?.(next);
     this.#o.catalog.replace(next);
     this.#applied = { id, version };

@@ -25,6 +25,8 @@ export interface ServedClass {
 export interface CatalogVersion {
   /** The seq of the app's version (ADR 0008); 0 without an app. */
   seq: number;
+  /** The line its seq counts in (manifest.ts `AppVersion.line`); "" without one. */
+  line?: string;
   /** The version's id, for logs and `cluster status`; `undefined` without an app. */
   id?: string;
   classes: ServedClass[];

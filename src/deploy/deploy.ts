@@ -278,6 +278,17 @@ async function readCurrentVersion(
   }
 }
 
+/** A new line of deploys (manifest.ts `AppVersion.line`): 16 random hex digits. */
+function newLine(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(8));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** The line field of `version`, to carry into the next one. */
+function lineOf(version: AppVersion): { line?: string } {
+  return version.line !== undefined ? { line: version.line } : {};
+}
+
 /**
  * Deploys `request` to the app `name`: checks every component given, then
  * writes the version and moves `current` to it, then collects old
@@ -317,6 +328,8 @@ export async function deploy(
   const next: AppVersion = {
     app: appNameString(name),
     seq: (found?.read.current.seq ?? 0) + 1,
+    // A first deploy starts a line; a version written before lines keeps none.
+    ...(before ? lineOf(before.version) : { line: newLine() }),
     previous: before?.id ?? null,
     rulesDeployed: (before?.version.rulesDeployed ?? false) ||
       Object.keys(request.access ?? {}).length > 0 ||
@@ -336,6 +349,8 @@ export async function deploy(
       changes: [],
       warnings,
       uploaded: [],
+      // The spec's "after every deploy": versions that aged past the window go now too.
+      retention: await retain(bucket, name, options),
     };
   }
   const uploaded = await uploadComponents(bucket, name, checked);
@@ -396,6 +411,14 @@ export async function rollback(
     for (const className of Object.keys(restored.classes).sort()) {
       const now = current.version.classes[className]?.access;
       const then = restored.classes[className].access;
+      // A class current does not serve is closed to everyone: any rule but internal opens it.
+      if (!now && then.kind !== "internal") {
+        throw new DeployRefusal(
+          `rolling back to ${previousId} would make class ${className} more open: it is not ` +
+            `served now and would be, with the rule ${formatAccessRule(then)}; ` +
+            "give --allow-reopen to roll back anyway",
+        );
+      }
       if (now && reopens(now, then)) {
         throw new DeployRefusal(
           `rolling back to ${previousId} would make class ${className} more open: its rule is ` +
@@ -416,6 +439,7 @@ export async function rollback(
   const next: AppVersion = {
     app: appNameString(name),
     seq: read.current.seq + 1,
+    ...lineOf(current.version),
     previous: restored.previous,
     rolledBackFrom: current.id,
     rulesDeployed: current.version.rulesDeployed || restored.rulesDeployed,

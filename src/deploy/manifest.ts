@@ -47,6 +47,15 @@ export interface AppVersion {
   app: string;
   /** One more than the seq of the version that was current when it was written. */
   seq: number;
+  /**
+   * The line of deploys it belongs to: 16 hex digits drawn by the first
+   * deploy of an app (one that found no `current`), kept by every deploy
+   * and rollback after it. An actor's seq counts within its line: the next
+   * app of a tenant, or an app deployed again after its `current` was
+   * deleted, starts a line of its own at seq 1. Absent in versions
+   * written before lines.
+   */
+  line?: string;
   /** The version it follows in the line of previous links; `null` for the first. */
   previous: string | null;
   /** For a rollback: the version it stepped back from (never collected). */
@@ -149,6 +158,7 @@ export async function encodeVersion(
     format: VERSION_FORMAT,
     app: version.app,
     seq: version.seq,
+    ...(version.line !== undefined ? { line: version.line } : {}),
     previous: version.previous,
     ...(version.rolledBackFrom ? { rolledBackFrom: version.rolledBackFrom } : {}),
     rulesDeployed: version.rulesDeployed,
@@ -199,6 +209,9 @@ export function decodeVersion(bytes: Uint8Array, key: string): AppVersion {
   }
   if (typeof json.app !== "string") throw new ManifestError(key, "no app");
   if (!isSeq(json.seq)) throw new ManifestError(key, "the seq is not a positive integer");
+  if (json.line !== undefined && (typeof json.line !== "string" || !isVersionId(json.line))) {
+    throw new ManifestError(key, "the line is not 16 hex digits");
+  }
   if (
     json.previous !== null && (typeof json.previous !== "string" || !isVersionId(json.previous))
   ) {
@@ -229,6 +242,7 @@ export function decodeVersion(bytes: Uint8Array, key: string): AppVersion {
   return {
     app: json.app,
     seq: json.seq,
+    ...(json.line !== undefined ? { line: json.line as string } : {}),
     previous: json.previous as string | null,
     ...(json.rolledBackFrom ? { rolledBackFrom: json.rolledBackFrom as string } : {}),
     rulesDeployed: json.rulesDeployed,

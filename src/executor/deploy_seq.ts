@@ -14,6 +14,9 @@ import { EventFailure } from "./event_failure.ts";
 /** The meta key holding the highest deploy seq the actor ran. */
 export const DEPLOY_SEQ_KEY = "deploy_seq";
 
+/** The meta key holding the line that seq counts in (manifest.ts `AppVersion.line`). */
+export const DEPLOY_LINE_KEY = "deploy_line";
+
 /** Raised for an actor that ran a later version than this executor has. */
 export class BehindActor extends EventFailure {
   /**
@@ -47,29 +50,41 @@ export function actorDeploySeq(db: ActorDatabase): number {
 }
 
 /**
- * Before an actor's code runs under `nodeSeq`: throws {@linkcode BehindActor}
- * when the actor ran a later seq; records `nodeSeq` when it is later than
- * the actor's (an autocommitted write, captured with the event's commit)
- * and answers `true`, so the event's answer waits until it landed. A node
- * that follows no app (`nodeSeq` 0) checks nothing. `servesBehind` is the
- * simulator's planted bug (sim/variants.ts): an actor that ran a later seq
- * is served anyway, its record left as it is. Never set in `serve`.
+ * Before an actor's code runs under the version `nodeSeq` of the line
+ * `nodeLine`: throws {@linkcode BehindActor} when the actor ran a later
+ * seq of that line; records the version when it is later than the actor's,
+ * or of another line (a new app of the tenant, or the app deployed anew
+ * after its `current` was deleted: its seqs start again), as autocommitted
+ * writes captured with the event's commit, and answers `true`, so the
+ * event's answer waits until they landed. A node that follows no app
+ * (`nodeSeq` 0) checks nothing. `servesBehind` is the simulator's planted
+ * bug (sim/variants.ts): an actor that ran a later seq is served anyway,
+ * its record left as it is. Never set in `serve`.
  *
  * @example
  * ```ts ignore
- * if (enterDeploySeq(db, 3)) actor.seqToLand = true;
+ * if (enterDeploySeq(db, 3, "0123456789abcdef")) actor.seqToLand = true;
  * ```
  */
 export function enterDeploySeq(
   db: ActorDatabase,
   nodeSeq: number,
+  nodeLine: string,
   servesBehind = false,
 ): boolean {
   if (nodeSeq === 0) return false;
   const ran = actorDeploySeq(db);
+  const ranLine = db.getMeta(DEPLOY_LINE_KEY) ?? "";
+  if (ran > 0 && ranLine !== nodeLine) {
+    // The seq first: torn after it, the line still differs and is taken again.
+    db.setMeta(DEPLOY_SEQ_KEY, String(nodeSeq));
+    db.setMeta(DEPLOY_LINE_KEY, nodeLine);
+    return true;
+  }
   if (ran > nodeSeq && servesBehind) return false;
   if (ran > nodeSeq) throw new BehindActor(ran, nodeSeq);
   if (ran === nodeSeq) return false;
   db.setMeta(DEPLOY_SEQ_KEY, String(nodeSeq));
+  if (ranLine !== nodeLine) db.setMeta(DEPLOY_LINE_KEY, nodeLine);
   return true;
 }

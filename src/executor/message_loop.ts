@@ -36,7 +36,7 @@ export async function serveMessages(
     if (!runtime) throw new Error("the first message to an executor must be init");
     if (message.type === "classes") {
       // Every message after it sees the new programs.
-      await runtime.setClasses(message.seq, message.classes);
+      await runtime.setClasses(message.seq, message.line, message.classes);
       continue;
     }
     runtime.handle(message);

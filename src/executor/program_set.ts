@@ -26,23 +26,30 @@ function sameClass(a: ExecutorClass, b: ExecutorClass): boolean {
  *
  * @example
  * ```ts ignore
- * const programs = new ProgramSet(initialPrograms, init.deploySeq);
- * await programs.replace(2, classes, (changed) => Promise.all(changed.map(compile)));
+ * const programs = new ProgramSet(initialPrograms, init.deploySeq, init.deployLine);
+ * await programs.replace(2, init.deployLine, classes, (changed) => Promise.all(changed.map(compile)));
  * const program = programs.of({ tenant: "default", class: "counter", name: "a" });
  * ```
  */
 export class ProgramSet {
   #programs: Map<string, ActorProgram>;
   #seq: number;
+  #line: string;
 
-  constructor(programs: Map<string, ActorProgram>, seq: number) {
+  constructor(programs: Map<string, ActorProgram>, seq: number, line: string) {
     this.#programs = programs;
     this.#seq = seq;
+    this.#line = line;
   }
 
   /** The seq of the app's version these are (0: no app). */
   get seq(): number {
     return this.#seq;
+  }
+
+  /** The line the seq counts in ("" without one). */
+  get line(): string {
+    return this.#line;
   }
 
   /** The program of `key`'s class; a 404 when the version has no such class. */
@@ -54,13 +61,17 @@ export class ProgramSet {
     return program;
   }
 
-  /** Becomes the version `seq` of `classes`; `make` compiles the classes that changed. */
+  /** Becomes the version `seq` of `line`, `classes`; `make` compiles the classes that changed. */
   async replace(
     seq: number,
+    line: string,
     classes: ExecutorClass[],
     make: (changed: ExecutorClass[]) => Promise<ActorProgram[]>,
   ): Promise<void> {
-    assert(seq >= this.#seq, `a version's seq goes back: ${this.#seq} to ${seq}`);
+    assert(
+      seq >= this.#seq || line !== this.#line,
+      `a version's seq goes back within its line: ${this.#seq} to ${seq}`,
+    );
     const kept = new Map<string, ActorProgram>();
     const changed: ExecutorClass[] = [];
     for (const spec of classes) {
@@ -71,5 +82,6 @@ export class ProgramSet {
     for (const program of await make(changed)) kept.set(program.spec.className, program);
     this.#programs = kept;
     this.#seq = seq;
+    this.#line = line;
   }
 }

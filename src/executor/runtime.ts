@@ -98,6 +98,8 @@ interface ResidentActor extends ImportedActor {
   program: ActorProgram | undefined;
   /** It recorded a new deploy seq that has not landed yet: its next answer waits for it. */
   seqToLand: boolean;
+  /** The app's version (`line:seq`) its events last ran under here. */
+  enteredVersion: string | undefined;
 }
 
 /** What a resident actor stands at, for {@linkcode ExecutorRuntime.inspect}. */
@@ -166,7 +168,7 @@ export class ExecutorRuntime {
     const { init } = options;
     this.init = init;
     this.#o = options;
-    this.#programs = new ProgramSet(options.programs, init.deploySeq);
+    this.#programs = new ProgramSet(options.programs, init.deploySeq, init.deployLine);
     this.#clock = options.clock;
     this.#token = new RunToken({
       clock: options.clock,
@@ -296,6 +298,7 @@ export class ExecutorRuntime {
       exports: undefined,
       program: undefined,
       seqToLand: false,
+      enteredVersion: undefined,
       dropInstance: () => {
         actor.exports = undefined;
       },
@@ -322,11 +325,18 @@ export class ExecutorRuntime {
    */
   async #instanceFor(actor: ResidentActor): Promise<ActorExportCalls> {
     const program = this.#programs.of(actor.key);
+    const { seq, line } = this.#programs;
+    // Every version the actor meets is recorded, one that changed only
+    // rules too: a node that has not caught up then refuses the actor, so
+    // its older rules never reach it either.
+    const version = `${line}:${seq}`;
+    if (actor.enteredVersion !== version) {
+      const servesBehind = this.#o.planted?.servesBehind;
+      if (enterDeploySeq(this.#db(actor.path), seq, line, servesBehind)) actor.seqToLand = true;
+      actor.enteredVersion = version;
+    }
     if (actor.exports && actor.program === program) return actor.exports;
     actor.exports = undefined;
-    const servesBehind = this.#o.planted?.servesBehind;
-    const seq = this.#programs.seq;
-    if (enterDeploySeq(this.#db(actor.path), seq, servesBehind)) actor.seqToLand = true;
     this.#o.observer?.ran?.(actor.key, actor.generation, seq);
     await this.#instantiateActor(actor, program);
     return actor.exports!;
@@ -336,10 +346,10 @@ export class ExecutorRuntime {
    * A new version's classes: from the next event on, each actor's instance
    * is made from them (on-init once per code version).
    */
-  async setClasses(seq: number, classes: ExecutorClass[]): Promise<void> {
+  async setClasses(seq: number, line: string, classes: ExecutorClass[]): Promise<void> {
     const make = this.#o.programsOf;
     if (!make) throw new Error("this runtime takes no new classes");
-    await this.#programs.replace(seq, classes, make);
+    await this.#programs.replace(seq, line, classes, make);
   }
 
   /** The actor's database at this generation (store_open.ts). */

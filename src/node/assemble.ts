@@ -361,6 +361,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     dataDir,
     classes,
     deploySeq: catalog.seq,
+    deployLine: catalog.version.line ?? "",
     maxOpenDatabases: maxOpenDatabases(fileLimit),
     databaseIdleMs: options.databaseIdleMs,
     eventTimeoutMs: options.eventTimeoutMs,
@@ -378,7 +379,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
   });
   // The executors get a new version's classes before any request sees its rules.
   follower?.onApplied((version) =>
-    pool.setClasses(version.seq, version.classes.map((c) => c.spec))
+    pool.setClasses(version.seq, version.line ?? "", version.classes.map((c) => c.spec))
   );
   const host = new ActorHost(
     pool,

@@ -47,9 +47,12 @@ Deno.test("a first deploy writes the components, the version and current", async
     const read = await readCurrent(bucket, SHOP);
     assert.deepEqual(read?.current, { version: outcome.after.id, seq: 1 });
     const version = await readVersion(bucket, SHOP, outcome.after.id);
+    // A first deploy draws the app's line of deploys.
+    assert.match(version.line ?? "", /^[0-9a-f]{16}$/);
     assert.deepEqual(version, {
       app: "acme/shop",
       seq: 1,
+      line: version.line,
       previous: null,
       rulesDeployed: true,
       writtenAt: 1234,

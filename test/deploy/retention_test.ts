@@ -70,6 +70,21 @@ Deno.test("retention keeps current and the five before it, and deletes older one
   assert.deepEqual(deletes, ids.slice(0, 5).map((id) => appVersionKey("acme", "shop", id)));
 });
 
+Deno.test("a deploy that changes nothing still deletes the versions that aged past the window", async () => {
+  const s = setup();
+  const ids = await deployMany(s, 8, MINUTE);
+  // Within the window at first: all eight stay.
+  assert.equal((await versionIds(s.bucket)).size, 8);
+  s.clock.jump(2 * HOUR);
+  const same = await deploy(s.bucket, SHOP, {}, { now: s.now, retentionMs: HOUR });
+  assert.equal(same.kind, "unchanged");
+  assert.deepEqual(same.retention && "deleted" in same.retention ? same.retention.deleted : [], [
+    ids[0],
+    ids[1],
+  ]);
+  assert.deepEqual(await versionIds(s.bucket), new Set(ids.slice(2)));
+});
+
 Deno.test("retention deletes only what stopped being current more than the window ago", async () => {
   const s = setup();
   // Versions 10 minutes apart: v0 at 0, v1 at 10 min, ... v8 at 80 min.

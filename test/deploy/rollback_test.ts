@@ -24,12 +24,15 @@ Deno.test("a rollback makes the previous version current again, as a new version
     });
     const v3 = await deploy(bucket, SHOP, { actors: { counter: CHAT_WASM } });
 
-    const back = await rollback(bucket, SHOP, { now: () => 99 });
+    // It brings chat back, which v3 does not serve: a reopening.
+    const back = await rollback(bucket, SHOP, { now: () => 99, allowReopen: true });
     assert.equal(back.kind, "rolled-back");
     assert.equal(back.restored?.id, v2.after.id);
     assert.deepEqual(await readVersion(bucket, SHOP, back.after.id), {
       app: "acme/shop",
       seq: 4,
+      // Every version of the app keeps its first one's line.
+      line: v1.after.version.line,
       previous: v1.after.id,
       rolledBackFrom: v3.after.id,
       rulesDeployed: true,
@@ -104,6 +107,37 @@ Deno.test("a rollback that makes a class more open is refused without --allow-re
   assert.deepEqual(back.after.version.classes.counter.access, { kind: "open" });
   assert.deepEqual(back.after.version.classes.chat.access, { kind: "existing", creatable: "main" });
   assert.ok(back.changes.includes("class counter: rule existing -> open"), back.changes.join("\n"));
+});
+
+Deno.test("a rollback that brings back a class the current version does not serve is a reopening", async () => {
+  const bucket = new MemoryBucket();
+  const v1 = await deploy(bucket, SHOP, { actors: { counter: COUNTER_WASM, chat: CHAT_WASM } });
+  // v2 removes chat (a class not given with --actor is removed).
+  await deploy(bucket, SHOP, { actors: { counter: COUNTER_WASM } });
+  const before = await snapshot(bucket);
+  await assert.rejects(rollback(bucket, SHOP), (error: Error) => {
+    assert.ok(error instanceof DeployRefusal);
+    assert.equal(
+      error.message,
+      `rolling back to ${v1.after.id} would make class chat more open: it is not served now ` +
+        "and would be, with the rule open; give --allow-reopen to roll back anyway",
+    );
+    return true;
+  });
+  assert.deepEqual(await snapshot(bucket), before);
+  const back = await rollback(bucket, SHOP, { allowReopen: true });
+  assert.deepEqual(Object.keys(back.after.version.classes).sort(), ["chat", "counter"]);
+});
+
+Deno.test("a rollback that brings back a class as internal needs no --allow-reopen", async () => {
+  const bucket = new MemoryBucket();
+  await deploy(bucket, SHOP, {
+    actors: { counter: COUNTER_WASM, chat: CHAT_WASM },
+    access: { chat: { kind: "internal" } },
+  });
+  await deploy(bucket, SHOP, { actors: { counter: COUNTER_WASM } });
+  const back = await rollback(bucket, SHOP);
+  assert.deepEqual(back.after.version.classes.chat.access, { kind: "internal" });
 });
 
 Deno.test("a rollback to a more closed rule needs no --allow-reopen", async () => {

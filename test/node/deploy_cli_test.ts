@@ -47,7 +47,7 @@ async function deployCycle(url: string, env: Record<string, string>, dir: string
   assert.equal(same.code, 0, same.stderr);
   assert.match(
     same.stdout,
-    /^nothing changed: acme\/shop stays at version [0-9a-f]{16} \(seq 1\); nothing written$/m,
+    /^nothing changed: acme\/shop stays at version [0-9a-f]{16} \(seq 1\); no version written$/m,
   );
 
   const second = await run(...base, "--actor", `counter=${KV_WASM}`);
