@@ -299,8 +299,10 @@ export class ExecutorRuntime {
       program: undefined,
       seqToLand: false,
       enteredVersion: undefined,
+      // A delete-self: its emptied database records the next version anew.
       dropInstance: () => {
         actor.exports = undefined;
+        actor.enteredVersion = undefined;
       },
     } as ResidentActor;
     this.#o.observer?.waking?.(key, generation);

@@ -1,7 +1,7 @@
 /**
  * The deploy seq an actor ran counts within its app's line of deploys
  * (ADR 0008): every version an actor meets is recorded, one that changed
- * only rules too; and the next app of a tenant, after the first one's
+ * only rules too, and again after a delete-self emptied its database; and the next app of a tenant, after the first one's
  * `current` was deleted, finds the actors of its classes and serves them
  * (the spec's "Deploying": "the next app of the tenant finds the actors of
  * any class with the same name"), though its seqs start again at 1.
@@ -53,6 +53,7 @@ Deno.test("deploy lines: a rules-only version is recorded with the actors it mee
     const a = await startClusterNode("a", dir, url, ["--app", "acme/shop"]);
     try {
       assert.equal((await request(`${a.url}/actor/testbed/r/insert?kept`)).body, "1");
+      assert.equal((await request(`${a.url}/actor/testbed/d/insert?x`)).body, "1");
       // Only a rule changes (seq 2): the actor's instance stays, and its next event records the seq.
       await deploy(url, "acme/shop", "--access", "testbed=existing");
       // A new name each time: one asked while the class was open exists from then on.
@@ -62,10 +63,15 @@ Deno.test("deploy lines: a rules-only version is recorded with the actors it mee
         async () => (await request(`${a.url}/actor/testbed/never${probe++}/rows`)).status === 404,
       );
       assert.equal((await request(`${a.url}/actor/testbed/r/rows`)).body, "1");
+      // A delete-self empties the database, the record with it: the actor
+      // made anew records the version again with its first event.
+      assert.equal((await request(`${a.url}/actor/testbed/d/delete`)).body, "deleted");
+      assert.equal((await request(`${a.url}/actor/testbed/d/rows`)).body, "0");
     } finally {
       await a.stop();
     }
     assert.deepEqual(recorded(`${dir}/a`, "r"), { seq: "2", line });
+    assert.deepEqual(recorded(`${dir}/a`, "d"), { seq: "2", line });
 
     // The first app freed as the spec says (its nodes stopped, its current deleted).
     await bucket.delete(appCurrentKey("acme", "shop"));
