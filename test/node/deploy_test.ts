@@ -46,6 +46,32 @@ function callVia(node: NodeProcess, target: string) {
   return get(node, "c", `/call?${encodeURIComponent(target)}`, "caller");
 }
 
+/**
+ * The answer's head to a WebSocket upgrade for testbed actor `name` through
+ * `node`, as a client reads it on the wire: its status line and headers.
+ */
+async function upgradeHead(node: NodeProcess, name: string): Promise<string> {
+  const port = Number(new URL(node.url).port);
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  try {
+    await conn.write(new TextEncoder().encode(
+      `GET /actor/testbed/${name} HTTP/1.1\r\nhost: 127.0.0.1\r\nupgrade: websocket\r\n` +
+        "connection: upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
+        "sec-websocket-version: 13\r\n\r\n",
+    ));
+    let head = "";
+    const buffer = new Uint8Array(4096);
+    while (!head.includes("\r\n\r\n")) {
+      const n = await conn.read(buffer);
+      if (n === null) break;
+      head += new TextDecoder().decode(buffer.subarray(0, n));
+    }
+    return head.slice(0, head.indexOf("\r\n\r\n")).toLowerCase();
+  } finally {
+    conn.close();
+  }
+}
+
 /** Waits until actor `name` answers `version` to `/version` through `node`; the ms it took. */
 async function servesVersion(
   node: NodeProcess,
@@ -155,7 +181,7 @@ Deno.test("deploys (moto): a node whose bucket reads lag refuses an actor that r
   }
 });
 
-Deno.test("deploys: configuration from the version with --env over it by name (never a value in a log), new values without on-init, and required names answered 503 until set", async () => {
+Deno.test("deploys: configuration from the version with --env over it by name (never a value in a log), new values without on-init, and required names answered 503 until set, logged once each time they go missing", async () => {
   const dir = await scratchDir("wk-deploy-config-");
   const url = `file://${dir}/bucket`;
   const deployed = "deployed-7f3a9c";
@@ -163,6 +189,12 @@ Deno.test("deploys: configuration from the version with --env over it by name (n
   await Deno.writeTextFile(`${dir}/v1.env`, `A=${deployed}\nB=b1\n`);
   await Deno.writeTextFile(`${dir}/v2.env`, `A=${deployed}\nB=b2\nNEEDED=\n`);
   await Deno.writeTextFile(`${dir}/node.env`, `A=${local}\n`);
+  await Deno.writeTextFile(`${dir}/v3.env`, `A=${deployed}\nB=b3\n`);
+  /** The lines of `node`'s log that name testbed's missing required values. */
+  const missingLines = (node: NodeProcess) =>
+    node.logs().split("\n").filter((line) =>
+      /a class is missing required values.*class=testbed/.test(line)
+    ).length;
   try {
     await deploy(
       url,
@@ -189,6 +221,13 @@ Deno.test("deploys: configuration from the version with --env over it by name (n
       assert.equal(refused.retryAfter, "1");
       assert.match(refused.body, /missing required values \(NEEDED\)/);
       assert.match(a.logs(), /a class is missing required values.*class=testbed.*missing=NEEDED/);
+      // Logged once while they stay missing, a version later too.
+      await deploy(url, {}, "--access", "testbed=existing:p");
+      await until(
+        "a applies seq 3",
+        () => Promise.resolve(/app version applied.*seq=3/.test(a.logs())),
+      );
+      assert.equal(missingLines(a), 1);
       // The empty string counts as set; B's new value drops the instance, on-init not run again.
       await deploy(url, {}, "--config", `testbed=${dir}/v2.env`);
       await until("p runs again", async () => (await get(a, "p", "/rows")).status === 200);
@@ -197,6 +236,10 @@ Deno.test("deploys: configuration from the version with --env over it by name (n
         ["b2", ""],
       );
       assert.equal((await get(a, "p", "/inits")).body, "1");
+      // Missing again: logged again.
+      await deploy(url, {}, "--config", `testbed=${dir}/v3.env`);
+      await until("p is refused again", async () => (await get(a, "p", "/rows")).status === 503);
+      assert.equal(missingLines(a), 2);
       for (const node of [a, b]) {
         assert.ok(!node.logs().includes(deployed), "a deployed value in a log");
         assert.ok(!node.logs().includes(local), "an --env value in a log");
@@ -284,7 +327,7 @@ Deno.test("deploys: access rules from the version, from outside and through acto
   }
 });
 
-Deno.test("deploys: a node that never got rules logs that every class is open; one that cannot apply a version keeps its own and is not ready; another app of the tenant cannot start beside it", async () => {
+Deno.test("deploys: a node that never got rules logs that every class is open; one that cannot apply a version (a component that does not compile, a manifest it cannot read, a current below its seq) keeps its own and is not ready; another app of the tenant cannot start beside it, and a legacy one is warned about by name", async () => {
   const dir = await scratchDir("wk-deploy-broken-");
   const url = `file://${dir}/bucket`;
   const shop = { tenant: "acme", app: "shop" };
@@ -323,6 +366,47 @@ Deno.test("deploys: a node that never got rules logs that every class is open; o
       await deploy(url, {}, "--actor", `testbed=${TESTBED_V2_WASM}`);
       await servesVersion(a, "p", "2", APP_POLL_MS + 2_000);
       assert.equal((await request(`${a.url}/_wasmkeep/ready`)).status, 200);
+      const notReady = (pattern: RegExp) =>
+        until(`a is not ready (${pattern.source})`, async () => {
+          const ready = await request(`${a.url}/_wasmkeep/ready`);
+          return ready.status === 503 && pattern.test(ready.body);
+        }, APP_POLL_MS + 2_000);
+      // A version whose manifest cannot be read.
+      const good = (await readCurrent(bucket, shop))!;
+      const unreadable = "00000000000000aa";
+      await bucket.put(appVersionKey("acme", "shop", unreadable), new TextEncoder().encode("{"));
+      await bucket.put(
+        appCurrentKey("acme", "shop"),
+        encodeCurrent({ version: unreadable, seq: good.current.seq + 1 }),
+        { ifMatch: good.etag },
+      );
+      await notReady(/cannot be applied: .*not JSON/);
+      assert.equal((await get(a, "p", "/version")).body, "2", "the applied version kept");
+      // A current below the seq applied (a bucket restored from a backup).
+      const now = (await readCurrent(bucket, shop))!;
+      await bucket.put(
+        appCurrentKey("acme", "shop"),
+        encodeCurrent({ version: read.current.version, seq: read.current.seq }),
+        { ifMatch: now.etag },
+      );
+      await notReady(/has seq 1, not above the seq 3 this node runs/);
+      assert.equal((await get(a, "p", "/version")).body, "2", "the applied version kept");
+
+      // Another app of the tenant deployed before the one-app check: a node warns, naming it.
+      await bucket.put(
+        appCurrentKey("acme", "legacy"),
+        encodeCurrent({ version: read.current.version, seq: 1 }),
+      );
+      const c = await startClusterNode("c", dir, url, APP);
+      try {
+        assert.match(
+          c.logs(),
+          /another app of this tenant is deployed on this prefix.*app=acme\/shop.*other=acme\/legacy/,
+        );
+      } finally {
+        await c.stop();
+      }
+      await bucket.delete(appCurrentKey("acme", "legacy"));
       await bucket.close();
 
       const other = await runWasmkeep([
@@ -417,7 +501,7 @@ Deno.test("deploys: an alarm of a class missing a required value waits, and fire
   }
 });
 
-Deno.test("deploys: a class made internal closes its open sockets with 1008 at their next message; one missing a required value with 1011", async () => {
+Deno.test("deploys: a class made internal closes its open sockets with 1008 at their next message and refuses new ones with 403; one missing a required value closes them with 1011 and answers upgrades 503; an existing class answers an upgrade for an actor never created 404", async () => {
   const dir = await scratchDir("wk-deploy-sockets-");
   const url = `file://${dir}/bucket`;
   try {
@@ -436,6 +520,8 @@ Deno.test("deploys: a class made internal closes its open sockets with 1008 at t
       internal.socket.send("again");
       const closed = await internal.closed;
       assert.deepEqual([closed.code, closed.reason], [1008, "class 'testbed' is internal now"]);
+      // A new socket is refused before anything else.
+      assert.match(await upgradeHead(a, "room"), /^http\/1\.1 403 /);
 
       await deploy(url, {}, "--access", "testbed=open");
       await until("the class is open", async () => (await get(a, "room", "/rows")).status === 200);
@@ -453,6 +539,18 @@ Deno.test("deploys: a class made internal closes its open sockets with 1008 at t
         [missing.code, missing.reason],
         [1011, "class 'testbed' is missing required values (NEEDED)"],
       );
+      const waiting = await upgradeHead(a, "room");
+      assert.match(waiting, /^http\/1\.1 503 /);
+      assert.match(waiting, /\r\nretry-after: 1(\r\n|$)/);
+
+      // Only existing actors: an upgrade for one never created is 404, one that exists opens.
+      await deploy(url, {}, "--requires", "testbed=", "--access", "testbed=existing");
+      await until(
+        "the class runs again",
+        async () => (await get(a, "room", "/rows")).status === 200,
+      );
+      assert.match(await upgradeHead(a, "nobody"), /^http\/1\.1 404 /);
+      assert.match(await upgradeHead(a, "room"), /^http\/1\.1 101 /);
     } finally {
       await a.stop();
     }
