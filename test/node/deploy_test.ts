@@ -212,6 +212,11 @@ Deno.test("deploys: configuration from the version with --env over it by name (n
         [deployed, local],
       );
       assert.match(b.logs(), /an --env value wins over the deployed configuration.*name=A/);
+      // Rules alone (seq 2) keep the actor's instance: its count in memory goes on.
+      const before = Number((await get(a, "p", "/instance")).body);
+      await deploy(url, {}, "--access", "testbed=existing");
+      await until("a applies seq 2", () => /app version applied.*seq=2/.test(a.logs()));
+      assert.equal(Number((await get(a, "p", "/instance")).body), before + 1);
       // Required names: 503 on every node until a value sets them.
       await deploy(url, {}, "--requires", "testbed=NEEDED");
       await until("p is refused", async () => (await get(a, "p", "/rows")).status === 503);
@@ -224,13 +229,16 @@ Deno.test("deploys: configuration from the version with --env over it by name (n
       // Logged once while they stay missing, a version later too.
       await deploy(url, {}, "--access", "testbed=existing:p");
       await until(
-        "a applies seq 3",
-        () => Promise.resolve(/app version applied.*seq=3/.test(a.logs())),
+        "a applies seq 4",
+        () => /app version applied.*seq=4/.test(a.logs()),
       );
       assert.equal(missingLines(a), 1);
       // The empty string counts as set; B's new value drops the instance, on-init not run again.
       await deploy(url, {}, "--config", `testbed=${dir}/v2.env`);
       await until("p runs again", async () => (await get(a, "p", "/rows")).status === 200);
+      // A new value made a new instance: its count in memory started again
+      // with that /rows (the requests refused meanwhile never reached it).
+      assert.equal((await get(a, "p", "/instance")).body, "2");
       assert.deepEqual(
         [(await get(a, "p", "/config?B")).body, (await get(a, "p", "/config?NEEDED")).body],
         ["b2", ""],
