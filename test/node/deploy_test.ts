@@ -294,6 +294,9 @@ Deno.test("deploys: access rules from the version, from outside and through acto
         async () => (await get(a, "main", "/rows", "target")).status === 200,
       );
       assert.equal((await get(a, "other", "/rows", "target")).status, 404);
+      // A call reaches any actor of it, and may create one of another name.
+      assert.equal((await callVia(a, "target/other/rows")).status, 200);
+      assert.equal((await get(a, "other", "/rows", "target")).status, 200);
 
       await deploy(url, {}, "--access", "target=internal");
       await until(
