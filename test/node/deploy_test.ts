@@ -87,53 +87,74 @@ async function servesVersion(
   return Date.now() - start;
 }
 
+/**
+ * Two nodes on `url` serve v1, then v2 within a poll with each actor's data
+ * kept and on-init once per version, `cluster status` shows the app, and a
+ * rollback brings v1's code back as seq 3.
+ */
+async function twoNodesSwitch(dir: string, url: string, env: Record<string, string>) {
+  await deploy(url, env, "--actor", `testbed=${TESTBED_WASM}`);
+  const a = await startClusterNode("a", dir, url, APP, { env });
+  const b = await startClusterNode("b", dir, url, APP, { env });
+  const bucket = openBucket(url, { env });
+  try {
+    // One actor held by each node.
+    for (const [node, name] of [[a, "p"], [b, "q"]] as const) {
+      assert.equal((await get(node, name, "/insert?one")).status, 200);
+      assert.deepEqual(
+        [(await get(node, name, "/version")).body, (await get(node, name, "/inits")).body],
+        ["1", "1"],
+      );
+      assert.equal((await get(node, name, "/self")).body, `acme/testbed/${name}`);
+    }
+    await deploy(url, env, "--actor", `testbed=${TESTBED_V2_WASM}`);
+    // A poll every 3 s, and the answer's own time.
+    for (const [node, name] of [[a, "p"], [b, "q"]] as const) {
+      await servesVersion(node, name, "2", APP_POLL_MS + 2_000);
+      for (let i = 0; i < 3; i++) {
+        assert.deepEqual(
+          [(await get(node, name, "/rows")).body, (await get(node, name, "/inits")).body],
+          ["1", "2"],
+          `${name}: its row kept, on-init once more`,
+        );
+      }
+    }
+    const status = await clusterStatus(url, env);
+    assert.equal(status.code, 0, status.stderr);
+    assert.match(status.stdout, /^a +yes .* acme\/shop /m);
+    const current = await readCurrent(bucket, { tenant: "acme", app: "shop" });
+    assert.match(status.stdout, new RegExp(`^acme/shop +${current!.current.version} +2$`, "m"));
+
+    // A rollback is a new version (seq 3) with the code of the first.
+    await deploy(url, env, "--rollback");
+    await servesVersion(a, "p", "1", APP_POLL_MS + 2_000);
+    assert.deepEqual([(await get(a, "p", "/rows")).body, (await get(a, "p", "/inits")).body], [
+      "1",
+      "3",
+    ]);
+  } finally {
+    await bucket.close();
+    await a.stop();
+    await b.stop();
+  }
+}
+
 Deno.test("deploys (file bucket): two nodes switch to a new version within a poll, each actor's data kept and on-init once per version; cluster status shows the app", async () => {
   const dir = await scratchDir("wk-deploy-");
-  const url = `file://${dir}/bucket`;
   try {
-    await deploy(url, {}, "--actor", `testbed=${TESTBED_WASM}`);
-    const a = await startClusterNode("a", dir, url, APP);
-    const b = await startClusterNode("b", dir, url, APP);
-    try {
-      // One actor held by each node.
-      for (const [node, name] of [[a, "p"], [b, "q"]] as const) {
-        assert.equal((await get(node, name, "/insert?one")).status, 200);
-        assert.deepEqual(
-          [(await get(node, name, "/version")).body, (await get(node, name, "/inits")).body],
-          ["1", "1"],
-        );
-        assert.equal((await get(node, name, "/self")).body, `acme/testbed/${name}`);
-      }
-      await deploy(url, {}, "--actor", `testbed=${TESTBED_V2_WASM}`);
-      // A poll every 3 s, and the answer's own time.
-      for (const [node, name] of [[a, "p"], [b, "q"]] as const) {
-        await servesVersion(node, name, "2", APP_POLL_MS + 2_000);
-        for (let i = 0; i < 3; i++) {
-          assert.deepEqual(
-            [(await get(node, name, "/rows")).body, (await get(node, name, "/inits")).body],
-            ["1", "2"],
-            `${name}: its row kept, on-init once more`,
-          );
-        }
-      }
-      const status = await clusterStatus(url);
-      assert.equal(status.code, 0, status.stderr);
-      assert.match(status.stdout, /^a +yes .* acme\/shop /m);
-      const current = await readCurrent(openBucket(url), { tenant: "acme", app: "shop" });
-      assert.match(status.stdout, new RegExp(`^acme/shop +${current!.current.version} +2$`, "m"));
-
-      // A rollback is a new version (seq 3) with the code of the first.
-      await deploy(url, {}, "--rollback");
-      await servesVersion(a, "p", "1", APP_POLL_MS + 2_000);
-      assert.deepEqual([(await get(a, "p", "/rows")).body, (await get(a, "p", "/inits")).body], [
-        "1",
-        "3",
-      ]);
-    } finally {
-      await a.stop();
-      await b.stop();
-    }
+    await twoNodesSwitch(dir, `file://${dir}/bucket`, {});
   } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("deploys (moto): two nodes switch to a new version within a poll, each actor's data kept and on-init once per version; cluster status shows the app", async () => {
+  const dir = await scratchDir("wk-deploy-moto-");
+  const moto = await startMoto();
+  try {
+    await twoNodesSwitch(dir, `s3://${moto.bucket}/switch`, moto.env);
+  } finally {
+    await moto.stop();
     await Deno.remove(dir, { recursive: true });
   }
 });
