@@ -37,6 +37,12 @@ export interface AppFollowerOptions {
   load(version: AppVersion): Promise<ServedClass[]>;
   /** Whether the node was given `--access` (ignored once the app deploys rules, logged). */
   hasAccessFlags: boolean;
+  /**
+   * Why this node may not take `version` as the first it serves, if it may
+   * not: its `--access` once the app deploys rules (ADR 0013). The node
+   * then serves nothing and stays not ready with that reason.
+   */
+  firstRefusal?: (id: string, version: AppVersion) => string | undefined;
 }
 
 /**
@@ -62,6 +68,7 @@ export class AppFollower {
   /** The missing names logged last, by class, so that each is logged once. */
   #missingLogged = new Map<string, string>();
   #rulesLogged: boolean | undefined;
+  #firstRefused: string | undefined;
 
   constructor(options: AppFollowerOptions) {
     this.#o = options;
@@ -75,6 +82,11 @@ export class AppFollower {
   /** The version applied, if any. */
   get applied(): { id: string; version: AppVersion } | undefined {
     return this.#applied;
+  }
+
+  /** Why the first version the node would serve was refused (`firstRefusal`), if it was. */
+  get firstRefused(): string | undefined {
+    return this.#firstRefused;
   }
 
   /** Why the node is not ready because of its app, or `undefined`. */
@@ -163,6 +175,12 @@ export class AppFollower {
           current.version,
           `its seq ${version.seq} is not the seq ${current.seq} current gives it`,
         );
+      }
+      const refusal = applied ? undefined : this.#o.firstRefusal?.(current.version, version);
+      if (refusal) {
+        this.#firstRefused = refusal;
+        this.#refuse(refusal);
+        return;
       }
       // Within a line seqs only go up; a new line (the app deployed anew
       // after its current was deleted) starts again.

@@ -437,7 +437,15 @@ export function createClientHandler(
     if (!url.pathname.startsWith("/actor/")) return withNode(textResponse(404, "not found"));
 
     const target = actorTarget(url.pathname, context.hasClass);
-    if ("status" in target) return withNode(textResponse(target.status, target.line));
+    if ("status" in target) {
+      // A node that serves nothing yet (its app's first version not applied)
+      // cannot tell that a class is not one of its own.
+      const waiting = target.status === 404 ? context.notReadyReason() : undefined;
+      if (waiting) {
+        return withNode(textResponse(503, `not ready: ${waiting}`, { "retry-after": "1" }));
+      }
+      return withNode(textResponse(target.status, target.line));
+    }
     const { className, name, rest } = target;
     const reason = context.notReadyReason();
     if (headers.upgrade?.toLowerCase() === "websocket") {

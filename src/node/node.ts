@@ -601,20 +601,21 @@ async function servedClasses(
     catalog,
     load: (version) => versionClasses(bucket, app, version, accessFlags, loading),
     hasAccessFlags: Object.keys(accessFlags).length > 0,
+    // Whenever it comes (the bucket may not answer at start), a first
+    // version that deploys rules refuses this node's --access.
+    firstRefusal: (id, version) => {
+      if (!version.rulesDeployed || Object.keys(accessFlags).length === 0) return undefined;
+      const name = appNameString(app);
+      const flags = Object.entries(accessFlags).map(([c, rule]) =>
+        `--access ${c}=${formatAccessRule(rule)}`
+      ).join(" ");
+      return `--access is refused: the app ${name} deploys its own access rules (version ${id}, seq ${version.seq}); remove --access from this node's command line, and change rules with wasmkeep deploy --app ${name} --bucket ${
+        options.bucketUrl ?? "URL"
+      } ${flags}`;
+    },
   });
   await follower.check();
-  const applied = follower.applied;
-  if (applied?.version.rulesDeployed && Object.keys(accessFlags).length > 0) {
-    const name = appNameString(app);
-    const flags = Object.entries(accessFlags).map(([c, rule]) =>
-      `--access ${c}=${formatAccessRule(rule)}`
-    ).join(" ");
-    throw new NodeStartError(
-      `--access is refused: the app ${name} deploys its own access rules (version ${applied.id}, seq ${applied.version.seq}); remove --access from this node's command line, and change rules with wasmkeep deploy --app ${name} --bucket ${
-        options.bucketUrl ?? "URL"
-      } ${flags}`,
-    );
-  }
+  if (follower.firstRefused) throw new NodeStartError(follower.firstRefused);
   return { catalog, follower };
 }
 
