@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { openBucket } from "../../src/bucket/open.ts";
 import { readCurrent } from "../../src/deploy/app_objects.ts";
 import { COUNTER_WASM, KV_WASM, runWasmkeep } from "../helpers/node_process.ts";
-import { startMoto } from "../helpers/moto.ts";
+import { onBucket } from "../helpers/bucket_target.ts";
 import { snapshot } from "../deploy/hooked_bucket.ts";
 
 const SHOP = { tenant: "acme", app: "shop" };
@@ -125,37 +125,24 @@ async function deployCycle(url: string, env: Record<string, string>, dir: string
   }
 }
 
-Deno.test("deploy, redeploy, rollback and refusals through the CLI on a file bucket", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "wk-deploy-cli-" });
-  try {
-    await deployCycle(`file://${dir}/bucket`, {}, dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-});
+Deno.test("deploy, redeploy, rollback and refusals through the CLI on a file bucket", () =>
+  onBucket("file", "prod", (bucket, dir) => deployCycle(bucket.url, bucket.env, dir)));
 
-Deno.test("deploy, redeploy, rollback and refusals through the CLI on moto", async () => {
-  const moto = await startMoto();
-  const dir = await Deno.makeTempDir({ prefix: "wk-deploy-cli-" });
-  try {
-    const env = { ...moto.env, AWS_EC2_METADATA_DISABLED: "true" };
-    await deployCycle(`s3://${moto.bucket}/prod`, env, dir);
+Deno.test("deploy, redeploy, rollback and refusals through the CLI on moto", () =>
+  onBucket("moto", "prod", async (bucket, dir) => {
+    await deployCycle(bucket.url, bucket.env, dir);
     // Another prefix is another cluster: the same tenant may deploy another app there.
     const elsewhere = await runWasmkeep([
       "deploy",
       "--app",
       "acme/admin",
       "--bucket",
-      `s3://${moto.bucket}/admin`,
+      bucket.at("admin"),
       "--actor",
       `counter=${COUNTER_WASM}`,
-    ], env);
+    ], bucket.env);
     assert.equal(elsewhere.code, 0, elsewhere.stderr);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-    await moto.stop();
-  }
-});
+  }));
 
 Deno.test("deploy's usage errors exit 2 naming the flag", async () => {
   const dir = await Deno.makeTempDir({ prefix: "wk-deploy-cli-" });

@@ -27,20 +27,14 @@ import { openBucket } from "../../src/bucket/open.ts";
 import { readCurrent, readVersion } from "../../src/deploy/app_objects.ts";
 import { type AppVersion, componentHash } from "../../src/deploy/manifest.ts";
 import { runWasmkeep, TESTBED_V2_WASM, TESTBED_WASM } from "../helpers/node_process.ts";
-import { startMoto } from "../helpers/moto.ts";
+import { type BucketTarget, onBucket } from "../helpers/bucket_target.ts";
 
 const SHOP = { tenant: "acme", app: "shop" };
 const VERSIONS = `${appPrefix("acme", "shop")}versions/`;
 
 type Run = (...args: string[]) => Promise<{ code: number; stdout: string; stderr: string }>;
 
-/** A bucket URL with the environment its processes reach it with. */
-interface Target {
-  url: string;
-  env: Record<string, string>;
-}
-
-function runner(target: Target): Run {
+function runner(target: BucketTarget): Run {
   return (...args) => runWasmkeep(["deploy", ...args], target.env);
 }
 
@@ -170,7 +164,7 @@ async function deployTogether(
  * Deploys the app once, then runs the {@linkcode RACES}, checking after
  * each what issue 20 asks of two deploys at once.
  */
-async function races(target: Target, dir: string): Promise<void> {
+async function races(target: BucketTarget, dir: string): Promise<void> {
   const run = runner(target);
   const base = ["--app", "acme/shop", "--bucket", target.url];
   await Deno.writeTextFile(`${dir}/initial.env`, "DEPLOY=initial\n");
@@ -264,26 +258,11 @@ async function races(target: Target, dir: string): Promise<void> {
   }
 }
 
-Deno.test("two deploy processes at once on a file bucket: a loser fails naming the winner, and current is the version the last winner printed", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "wk-deploy-race-" });
-  try {
-    await races({ url: `file://${dir}/bucket`, env: {} }, dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-});
+Deno.test("two deploy processes at once on a file bucket: a loser fails naming the winner, and current is the version the last winner printed", () =>
+  onBucket("file", "prod", races));
 
-Deno.test("two deploy processes at once on moto: a loser fails naming the winner, and current is the version the last winner printed", async () => {
-  const moto = await startMoto();
-  const dir = await Deno.makeTempDir({ prefix: "wk-deploy-race-" });
-  try {
-    const env = { ...moto.env, AWS_EC2_METADATA_DISABLED: "true" };
-    await races({ url: `s3://${moto.bucket}/prod`, env }, dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-    await moto.stop();
-  }
-});
+Deno.test("two deploy processes at once on moto: a loser fails naming the winner, and current is the version the last winner printed", () =>
+  onBucket("moto", "prod", races));
 
 /**
  * Deploys once per number `n` (its seq; each deploy a new configuration
@@ -321,7 +300,7 @@ async function deployNumbered(
   return ids;
 }
 
-async function retentionCycle(target: Target, dir: string): Promise<void> {
+async function retentionCycle(target: BucketTarget, dir: string): Promise<void> {
   const run = runner(target);
   const base = ["--app", "acme/shop", "--bucket", target.url, "--version-retention-secs", "0"];
   const bucket = openBucket(target.url, { env: target.env });
@@ -428,23 +407,8 @@ async function retentionCycle(target: Target, dir: string): Promise<void> {
   }
 }
 
-Deno.test("retention through the CLI on moto: current and the five before it stay, rollbacks keep what they stepped back from", async () => {
-  const moto = await startMoto();
-  const dir = await Deno.makeTempDir({ prefix: "wk-deploy-retention-" });
-  try {
-    const env = { ...moto.env, AWS_EC2_METADATA_DISABLED: "true" };
-    await retentionCycle({ url: `s3://${moto.bucket}/prod`, env }, dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-    await moto.stop();
-  }
-});
+Deno.test("retention through the CLI on moto: current and the five before it stay, rollbacks keep what they stepped back from", () =>
+  onBucket("moto", "prod", retentionCycle));
 
-Deno.test("retention through the CLI on a file bucket: current and the five before it stay, rollbacks keep what they stepped back from", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "wk-deploy-retention-" });
-  try {
-    await retentionCycle({ url: `file://${dir}/bucket`, env: {} }, dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-});
+Deno.test("retention through the CLI on a file bucket: current and the five before it stay, rollbacks keep what they stepped back from", () =>
+  onBucket("file", "prod", retentionCycle));

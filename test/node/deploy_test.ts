@@ -10,6 +10,7 @@
 import assert from "node:assert/strict";
 import { clusterStatus, request, scratchDir, startClusterNode } from "../helpers/cluster.ts";
 import { startMoto } from "../helpers/moto.ts";
+import { onBucket } from "../helpers/bucket_target.ts";
 import { startCountingProxy } from "../helpers/counting_proxy.ts";
 import {
   GREETER_WASM,
@@ -139,25 +140,11 @@ async function twoNodesSwitch(dir: string, url: string, env: Record<string, stri
   }
 }
 
-Deno.test("deploys (file bucket): two nodes switch to a new version within a poll, each actor's data kept and on-init once per version; cluster status shows the app", async () => {
-  const dir = await scratchDir("wk-deploy-");
-  try {
-    await twoNodesSwitch(dir, `file://${dir}/bucket`, {});
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-});
+Deno.test("deploys (file bucket): two nodes switch to a new version within a poll, each actor's data kept and on-init once per version; cluster status shows the app", () =>
+  onBucket("file", "switch", (bucket, dir) => twoNodesSwitch(dir, bucket.url, bucket.env)));
 
-Deno.test("deploys (moto): two nodes switch to a new version within a poll, each actor's data kept and on-init once per version; cluster status shows the app", async () => {
-  const dir = await scratchDir("wk-deploy-moto-");
-  const moto = await startMoto();
-  try {
-    await twoNodesSwitch(dir, `s3://${moto.bucket}/switch`, moto.env);
-  } finally {
-    await moto.stop();
-    await Deno.remove(dir, { recursive: true });
-  }
-});
+Deno.test("deploys (moto): two nodes switch to a new version within a poll, each actor's data kept and on-init once per version; cluster status shows the app", () =>
+  onBucket("moto", "switch", (bucket, dir) => twoNodesSwitch(dir, bucket.url, bucket.env)));
 
 Deno.test("deploys (moto): a node whose bucket reads lag refuses an actor that ran the new version with 503, and serves it once it caught up", async () => {
   const dir = await scratchDir("wk-deploy-lag-");
