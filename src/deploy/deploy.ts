@@ -14,6 +14,8 @@
  */
 
 import { type Bucket, PreconditionFailed } from "../bucket/bucket.ts";
+import { randomHex } from "../bucket/random.ts";
+import { systemRandom } from "../time/clock.ts";
 import { appComponentKey, appCurrentKey, appVersionKey } from "../bucket/keys.ts";
 import { type AccessRule, formatAccessRule, OPEN, reopens } from "./access_rule.ts";
 import { type AppName, appNameString } from "./app_name.ts";
@@ -278,12 +280,6 @@ async function readCurrentVersion(
   }
 }
 
-/** A new line of deploys (manifest.ts `AppVersion.line`): 16 random hex digits. */
-function newLine(): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(8));
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-}
-
 /** The line field of `version`, to carry into the next one. */
 function lineOf(version: AppVersion): { line?: string } {
   return version.line !== undefined ? { line: version.line } : {};
@@ -328,8 +324,8 @@ export async function deploy(
   const next: AppVersion = {
     app: appNameString(name),
     seq: (found?.read.current.seq ?? 0) + 1,
-    // A first deploy starts a line; a version written before lines keeps none.
-    ...(before ? lineOf(before.version) : { line: newLine() }),
+    // A first deploy starts a line (16 random hex digits); a version written before lines keeps none.
+    ...(before ? lineOf(before.version) : { line: randomHex(systemRandom, 8) }),
     previous: before?.id ?? null,
     rulesDeployed: (before?.version.rulesDeployed ?? false) ||
       Object.keys(request.access ?? {}).length > 0 ||

@@ -57,6 +57,7 @@ import { hostImports, type ImportedActor, type ImportRuntime } from "./host_impo
 import type { ActorProgram } from "./program.ts";
 import { LeaseBound } from "./lease_bound.ts";
 import { RecentMap } from "../recent_map.ts";
+import { randomHex } from "../bucket/random.ts";
 import { RunToken } from "./run_token.ts";
 import { ProgramSet } from "./program_set.ts";
 import { openActorStore } from "./store_open.ts";
@@ -576,10 +577,7 @@ export class ExecutorRuntime {
   }
 
   #errorId(): string {
-    return Array.from(
-      this.#o.random.fill(new Uint8Array(6)),
-      (b) => b.toString(16).padStart(2, "0"),
-    ).join("");
+    return randomHex(this.#o.random, 6);
   }
 
   /**

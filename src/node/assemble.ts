@@ -15,6 +15,7 @@
 import type { Clock, Random } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
 import type { Bucket } from "../bucket/bucket.ts";
+import { randomHex } from "../bucket/random.ts";
 import { countedBucket } from "../bucket/counted.ts";
 import { ExecutorPool } from "../actors/executor_pool.ts";
 import type { ExecutorLauncher } from "../actors/executor_launcher.ts";
@@ -263,11 +264,6 @@ function unsetRequired(catalog: ClassCatalog, key: ActorKey): Promise<EventOutco
   });
 }
 
-function randomToken(random: Random): string {
-  return Array.from(random.fill(new Uint8Array(8)), (b) => b.toString(16).padStart(2, "0"))
-    .join("");
-}
-
 /**
  * Builds a node: every part, wired once, in the order they use each other.
  *
@@ -290,7 +286,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     cluster: options.cluster !== undefined,
   });
   const bucket = countedBucket(seams.bucket, (op, area) => counters.bucketRequest(op, area));
-  const processToken = seams.processToken ?? randomToken(random);
+  const processToken = seams.processToken ?? randomHex(random, 8);
   const ownership = new OwnershipRecords({
     bucket,
     clock,
