@@ -75,15 +75,13 @@ export function enterDeploySeq(
   if (nodeSeq === 0) return false;
   const ran = actorDeploySeq(db);
   const ranLine = db.getMeta(DEPLOY_LINE_KEY) ?? "";
-  if (ran > 0 && ranLine !== nodeLine) {
-    // The seq first: torn after it, the line still differs and is taken again.
-    db.setMeta(DEPLOY_SEQ_KEY, String(nodeSeq));
-    db.setMeta(DEPLOY_LINE_KEY, nodeLine);
-    return true;
+  // Seqs compare within a line; another line's is taken whatever it is.
+  if (ran === 0 || ranLine === nodeLine) {
+    if (ran > nodeSeq && servesBehind) return false;
+    if (ran > nodeSeq) throw new BehindActor(ran, nodeSeq);
+    if (ran === nodeSeq) return false;
   }
-  if (ran > nodeSeq && servesBehind) return false;
-  if (ran > nodeSeq) throw new BehindActor(ran, nodeSeq);
-  if (ran === nodeSeq) return false;
+  // The seq first: torn after it, the line still differs and is taken again.
   db.setMeta(DEPLOY_SEQ_KEY, String(nodeSeq));
   if (ranLine !== nodeLine) db.setMeta(DEPLOY_LINE_KEY, nodeLine);
   return true;
