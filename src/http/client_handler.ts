@@ -45,6 +45,12 @@ export interface ClientHandlerContext {
   /** Largest request body accepted, in bytes. */
   maxBodyBytes: number;
   hasClass(name: string): boolean;
+  /**
+   * Whether the node knows the classes it serves: `false` until a node that
+   * follows an app applied its first version (a class it lacks is then
+   * answered 503, not 404). Unset: it knows them.
+   */
+  classesKnown?(): boolean;
   /** Why the node serves no request now, or `undefined` when it does. */
   notReadyReason(): string | undefined;
   /**
@@ -438,10 +444,8 @@ export function createClientHandler(
 
     const target = actorTarget(url.pathname, context.hasClass);
     if ("status" in target) {
-      // A node that serves nothing yet (its app's first version not applied)
-      // cannot tell that a class is not one of its own.
-      const waiting = target.status === 404 ? context.notReadyReason() : undefined;
-      if (waiting) {
+      if (target.status === 404 && context.classesKnown?.() === false) {
+        const waiting = context.notReadyReason() ?? "the app's first version is not applied yet";
         return withNode(textResponse(503, `not ready: ${waiting}`, { "retry-after": "1" }));
       }
       return withNode(textResponse(target.status, target.line));

@@ -550,6 +550,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     tenant,
     maxBodyBytes: options.maxBodyBytes,
     hasClass: (name: string) => catalog.has(name),
+    classesKnown: () => !follower || follower.applied !== undefined,
     notReadyReason: () => readiness.reason(),
     readyReport: () => readiness.readyReport(),
     dispatch,
