@@ -294,7 +294,7 @@ export function basesToRead(history: ActorHistory): HistoryBase[] {
  * ```ts
  * import { supersededDelete } from "./history.ts";
  * const bases = new Map([[3n, { generation: 3n, txid: 5n, checksum: 1n, node: "b", at: 0 }]]);
- * supersededDelete(bases, { generation: 2n, txid: 9n, node: "a", at: 0 }); // true
+ * supersededDelete(bases, { generation: 2n, txid: 9n }); // true
  * ```
  */
 export function supersededDelete(
