@@ -76,11 +76,16 @@ function adrNumbers(files: Set<string>): Set<string> {
   return new Set([...files].flatMap((name) => /^(\d{4})-.+\.md$/.exec(name)?.[1] ?? []));
 }
 
+/** The heading of docs/adr/README.md's table of the spec's numbers. */
+const SPEC_TABLE_HEADING = "## The spec's ADR numbers";
+
 /** The spec's ADR numbers that docs/adr/README.md's table maps. */
 async function specNumbersMapped(): Promise<Set<string>> {
   const path = join(ADR_DIR, "README.md");
   const index = await exists(path) ? await Deno.readTextFile(path) : "";
-  return new Set([...index.matchAll(/^\|\s*(\d{4})\s*\|/gm)].map((match) => match[1]));
+  const at = index.indexOf(SPEC_TABLE_HEADING);
+  const table = at < 0 ? "" : index.slice(at);
+  return new Set([...table.matchAll(/^\|\s*(\d{4})\s*\|/gm)].map((match) => match[1]));
 }
 
 /**
@@ -115,22 +120,55 @@ function danglingAdrs(
   return found;
 }
 
-Deno.test("docs: every relative markdown link names a file or folder that exists", async () => {
+/**
+ * The anchors of a markdown file's headings, as GitHub makes them: lower
+ * case, code marks and punctuation dropped, spaces as `-`, a repeated one
+ * numbered `-1`, `-2`...
+ */
+function headingAnchors(text: string): Set<string> {
+  const anchors = new Set<string>();
+  const seen = new Map<string, number>();
+  for (const line of proseLines(text)) {
+    const heading = /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line);
+    if (!heading) continue;
+    const words = heading[1].replace(/\[([^\]]*)\]\([^)]*\)/g, "$1").toLowerCase();
+    const slug = words.replace(/[^\p{L}\p{N}\s_-]/gu, "").replace(/\s/g, "-");
+    const count = seen.get(slug) ?? 0;
+    seen.set(slug, count + 1);
+    anchors.add(count === 0 ? slug : `${slug}-${count}`);
+  }
+  return anchors;
+}
+
+/** Every relative link of `file` to a missing file or folder, or to a missing heading. */
+async function danglingLinks(file: string): Promise<{ dangling: string[]; checked: number }> {
+  const text = await Deno.readTextFile(file);
+  const dangling: string[] = [];
+  let checked = 0;
+  for (const [index, line] of proseLines(text).entries()) {
+    for (const match of line.matchAll(/\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g)) {
+      const target = match[1];
+      if (/^[a-z][a-z0-9+.-]*:/i.test(target)) continue;
+      const [pathPart, anchor] = target.split("#", 2);
+      const path = pathPart === "" ? file : resolve(dirname(file), decodeURIComponent(pathPart));
+      checked++;
+      let found = await exists(path);
+      if (found && anchor !== undefined && path.endsWith(".md")) {
+        found = headingAnchors(await Deno.readTextFile(path)).has(decodeURIComponent(anchor));
+      }
+      if (!found) dangling.push(`${relative(ROOT, file)}:${index + 1}: ${target}`);
+    }
+  }
+  return { dangling, checked };
+}
+
+Deno.test("docs: every relative markdown link names a file, folder or heading that exists", async () => {
   const dangling: string[] = [];
   let checked = 0;
   for (const file of await markdownFiles()) {
-    const lines = proseLines(await Deno.readTextFile(file));
-    for (const [index, line] of lines.entries()) {
-      for (const match of line.matchAll(/\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g)) {
-        const target = match[1];
-        if (/^[a-z][a-z0-9+.-]*:/i.test(target) || target.startsWith("#")) continue;
-        const path = decodeURIComponent(target.replace(/[#?].*$/, ""));
-        checked++;
-        if (!await exists(resolve(dirname(file), path))) {
-          dangling.push(`${relative(ROOT, file)}:${index + 1}: ${target}`);
-        }
-      }
-    }
+    const found = await danglingLinks(file);
+    dangling.push(...found.dangling);
+    checked += found.checked;
   }
   assert.ok(checked > 10, `only ${checked} relative links found: is the scan broken?`);
   assert.deepEqual(dangling, [], `links to nothing:\n${dangling.join("\n")}`);
@@ -159,6 +197,19 @@ Deno.test("docs/adr/README.md indexes every ADR", async () => {
     name !== "README.md" && !index.includes(`(${name})`)
   );
   assert.deepEqual(missing, [], `ADRs the index does not link: ${missing.join(", ")}`);
+});
+
+Deno.test("headingAnchors: GitHub's anchors, code marks, punctuation and repeats", () => {
+  const text =
+    "# Moving from `--access`\n## The spec's ADR numbers\n### The CPU work: before and after\n" +
+    "```sh\n# not a heading\n```\n## Results\n## Results\n";
+  assert.deepEqual([...headingAnchors(text)], [
+    "moving-from---access",
+    "the-specs-adr-numbers",
+    "the-cpu-work-before-and-after",
+    "results",
+    "results-1",
+  ]);
 });
 
 Deno.test("the check finds a dangling ADR, a spec number not mapped, and a bad adr/ path", () => {
