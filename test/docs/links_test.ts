@@ -1,9 +1,10 @@
 /**
  * No link in the documentation leads nowhere (issue 28, item 7): every
  * relative markdown link in README.md, docs/ and examples/ names a file or
- * folder that exists, and every `ADR NNNN` the docs or the code cite is a
- * file in docs/adr/. A number the spec gives a decision is written "the
- * spec's ADR NNNN" and must be a row of docs/adr/README.md's table.
+ * folder that exists (and, with a `#`, a heading of that file), and every
+ * `ADR NNNN` or `docs/adr/NNNN` the docs or the code cite is a file in
+ * docs/adr/. A number the spec gives a decision is written "the spec's ADR
+ * NNNN" and must be a row of docs/adr/README.md's table of the spec's numbers.
  */
 import assert from "node:assert/strict";
 import { dirname, join, relative, resolve } from "node:path";
