@@ -1,6 +1,6 @@
 /**
  * One app per tenant per prefix (until each app owns its actors' state,
- * ADR 0021): actors are keyed by tenant, class and name, so two apps of one
+ * ADR 0007): actors are keyed by tenant, class and name, so two apps of one
  * tenant on one prefix would share actors. A node checks at start that no
  * live node on its prefix serves another app of its tenant.
  *
