@@ -1,21 +1,21 @@
 import nodeAssert from "node:assert/strict";
-import { assert, AssertionError } from "../../src/assert.ts";
+import { assert, AssertionError } from "../src/assert.ts";
 import {
   BucketRequestError,
   BucketUnavailable,
   PreconditionFailed,
-} from "../../src/bucket/errors.ts";
-import { DeadlineExceeded } from "../../src/bucket/timers.ts";
-import { HeldElsewhere, MalformedRecord, TakeNotAllowed } from "../../src/cluster/ownership.ts";
-import { NodeLeaseLost } from "../../src/cluster/lease_loss.ts";
-import { ProtocolError } from "../../src/actors/protocol.ts";
-import { LocalStore } from "../../src/actors/actor_store.ts";
-import { ReplicationFailed } from "../../src/replication/uploader.ts";
-import { HistoryError } from "../../src/replication/history.ts";
-import { RestoreUnavailable } from "../../src/replication/restore.ts";
-import { ActorDatabase } from "../../src/sqlite/actor_database.ts";
-import { describeError } from "../../src/describe_error.ts";
-import { UsageError } from "../../cli/args.ts";
+} from "../src/bucket/errors.ts";
+import { DeadlineExceeded } from "../src/bucket/timers.ts";
+import { HeldElsewhere, MalformedRecord, TakeNotAllowed } from "../src/cluster/ownership.ts";
+import { NodeLeaseLost } from "../src/cluster/lease_loss.ts";
+import { ProtocolError } from "../src/actors/protocol.ts";
+import { LocalStore } from "../src/actors/actor_store.ts";
+import { ReplicationFailed } from "../src/replication/uploader.ts";
+import { HistoryError } from "../src/replication/history.ts";
+import { RestoreUnavailable } from "../src/replication/restore.ts";
+import { ActorDatabase } from "../src/sqlite/actor_database.ts";
+import { describeError } from "../src/describe_error.ts";
+import { UsageError } from "../cli/args.ts";
 
 const KEY = "owners/default/counter/a";
 const RECORD = {

@@ -6,12 +6,12 @@
  */
 
 import assert from "node:assert/strict";
-import { readAnswer } from "../../src/net/h1/answer.ts";
-import { Connection } from "../../src/net/h1/connection.ts";
-import { DeadlineQueue } from "../../src/net/deadlines.ts";
-import { type H1ServerOptions, serveHttp1 } from "../../src/net/h1/server.ts";
-import { systemClock } from "../../src/time/clock.ts";
-import { readExactly, tcpPair, writeAll } from "../helpers/loopback.ts";
+import { readAnswer } from "../../../src/net/h1/answer.ts";
+import { Connection } from "../../../src/net/h1/connection.ts";
+import { DeadlineQueue } from "../../../src/net/deadlines.ts";
+import { type H1ServerOptions, serveHttp1 } from "../../../src/net/h1/server.ts";
+import { systemClock } from "../../../src/time/clock.ts";
+import { readExactly, tcpPair, writeAll } from "../../helpers/loopback.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { describeError } from "../../src/describe_error.ts";
+import { describeError } from "../src/describe_error.ts";
 
 Deno.test("describeError: an Error's message, name and message, or stack; anything else as String gives it", () => {
   const error = new RangeError("too far");
