@@ -1,10 +1,6 @@
 import nodeAssert from "node:assert/strict";
 import { assert, AssertionError } from "../src/assert.ts";
-import {
-  BucketRequestError,
-  BucketUnavailable,
-  PreconditionFailed,
-} from "../src/bucket/errors.ts";
+import { BucketRequestError, BucketUnavailable, PreconditionFailed } from "../src/bucket/errors.ts";
 import { DeadlineExceeded } from "../src/bucket/timers.ts";
 import { HeldElsewhere, MalformedRecord, TakeNotAllowed } from "../src/cluster/ownership.ts";
 import { NodeLeaseLost } from "../src/cluster/lease_loss.ts";
