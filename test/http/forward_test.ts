@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { FakeClock } from "../bucket/fake_clock.ts";
 import { pending } from "../helpers/pending.ts";
+import { until, type UntilOptions } from "../helpers/until.ts";
 import {
   type Connect,
   FORWARDED_BY_HEADER,
@@ -36,13 +37,8 @@ function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-async function waitFor(condition: () => boolean, what: string, ms = 3000): Promise<void> {
-  const start = Date.now();
-  while (!condition()) {
-    if (Date.now() - start > ms) throw new Error(`timed out waiting for ${what}`);
-    await delay(5);
-  }
-}
+/** Polls every 5 ms, for up to 3 s: for what a server on loopback counts. */
+const SOON: UntilOptions = { ms: 3_000, everyMs: 5 };
 
 function closeQuietly(conn: Deno.Conn): void {
   try {
@@ -367,7 +363,11 @@ Deno.test("forward: a kept-alive connection the peer closed is replaced; the req
   }, async (server) => {
     await withForwarder({}, async (forwarder) => {
       assert.equal(text(await forwarder.forward(server.url, request("GET", "/one"))), "conn 1");
-      await waitFor(() => forwarder.stats().idle === 0, "the pool to drop the closed connection");
+      await until(
+        "the pool to drop the closed connection",
+        () => forwarder.stats().idle === 0,
+        SOON,
+      );
       assert.equal(forwarder.stats().open, 0);
       assert.equal(
         text(await forwarder.forward(server.url, request("POST", "/two", "x"))),
@@ -397,7 +397,11 @@ Deno.test("forward: after a body read past the buffer, a close while idle is sti
   }, async (server) => {
     await withForwarder({}, async (forwarder) => {
       assert.equal(text(await forwarder.forward(server.url, request("GET", "/one"))), body);
-      await waitFor(() => forwarder.stats().open === 0, "the pool to drop the closed connection");
+      await until(
+        "the pool to drop the closed connection",
+        () => forwarder.stats().open === 0,
+        SOON,
+      );
       assert.equal(text(await forwarder.forward(server.url, request("POST", "/two", "x"))), body);
       assert.equal(server.connections, 2);
       assert.deepEqual(server.requests.map((r) => r.head.split(" ")[1]), ["/one", "/two"]);
@@ -514,13 +518,13 @@ Deno.test("forward: a silent peer times out 30 s after the request was written",
   }, async (server) => {
     await withForwarder({ clock }, async (forwarder) => {
       const result = forwarder.forward(server.url, request("GET", "/silent"));
-      await waitFor(() => server.requests.length === 1, "the request to arrive");
+      await until("the request to arrive", () => server.requests.length === 1, SOON);
       await clock.advance(29_999);
       assert.ok(await pending(result));
       await clock.advance(1);
       assert.deepEqual(await result, { kind: "timeout" });
       assert.equal(forwarder.stats().open, 0);
-      await waitFor(() => server.closedByClient === 1, "the connection to close");
+      await until("the connection to close", () => server.closedByClient === 1, SOON);
       assert.equal(server.requests.length, 1);
     });
   });
@@ -539,7 +543,8 @@ Deno.test("forward: requests in flight together each time out 30 s after their o
     peer.server.closedByClient++;
   }, async (server) => {
     await withForwarder({ clock }, async (forwarder) => {
-      const arrived = (n: number) => waitFor(() => server.requests.length === n, `request ${n}`);
+      const arrived = (n: number) =>
+        until(`request ${n}`, () => server.requests.length === n, SOON);
       // t = 0: one answered at once (the timer stays armed for its deadline), one silent.
       assert.equal(text(await forwarder.forward(server.url, request("GET", "/answer"))), "ok");
       const a = forwarder.forward(server.url, request("GET", "/a"));
@@ -598,9 +603,9 @@ Deno.test("forward: over the connection limit a request waits for a slot, up to 
     await withRaw(keepAliveHandler(), async (other) => {
       await withForwarder({ clock, maxOpenConnections: 1 }, async (forwarder) => {
         const first = forwarder.forward(silent.url, request("GET", "/held"));
-        await waitFor(() => silent.requests.length === 1, "the first request to arrive");
+        await until("the first request to arrive", () => silent.requests.length === 1, SOON);
         const second = forwarder.forward(other.url, request("GET", "/waits"));
-        await waitFor(() => forwarder.stats().waiting === 1, "the second request to wait");
+        await until("the second request to wait", () => forwarder.stats().waiting === 1, SOON);
         await clock.advance(4_999);
         assert.ok(await pending(second));
         await clock.advance(1);
@@ -634,7 +639,7 @@ Deno.test("forward: a waiting request gets the connection the one before it free
       await withForwarder({ connect: slow, maxOpenConnections: 1 }, async (forwarder) => {
         const first = forwarder.forward(server.url, request("GET", "/a"));
         const second = forwarder.forward(server.url, request("GET", "/b"));
-        await waitFor(() => forwarder.stats().waiting === 1, "the second request to wait");
+        await until("the second request to wait", () => forwarder.stats().waiting === 1, SOON);
         release();
         assert.equal(text(await first), "/a on conn 1");
         assert.equal(text(await second), "/b on conn 1");
@@ -651,7 +656,7 @@ Deno.test("forward: at the connection limit an idle connection to another peer i
         assert.equal(text(await forwarder.forward(a.url, request("GET", "/"))), "conn 1");
         assert.equal(text(await forwarder.forward(b.url, request("GET", "/"))), "conn 1");
         assert.deepEqual(forwarder.stats(), { open: 1, idle: 1, waiting: 0 });
-        await waitFor(() => a.closedByClient === 1, "a's connection to close");
+        await until("a's connection to close", () => a.closedByClient === 1, SOON);
       });
     });
   });
@@ -673,16 +678,16 @@ Deno.test("forward: idle connections are bounded per peer and closed after the i
         forwarder.forward(server.url, request("GET", "/1")),
         forwarder.forward(server.url, request("GET", "/2")),
       ];
-      await waitFor(() => server.requests.length === 2, "both requests to arrive");
+      await until("both requests to arrive", () => server.requests.length === 2, SOON);
       release();
       for (const result of await Promise.all(both)) assert.equal(text(result), "ok");
       assert.deepEqual(forwarder.stats(), { open: 1, idle: 1, waiting: 0 });
-      await waitFor(() => server.closedByClient === 1, "the extra connection to close");
+      await until("the extra connection to close", () => server.closedByClient === 1, SOON);
       await clock.advance(29_999);
       assert.equal(forwarder.stats().idle, 1);
       await clock.advance(1);
       assert.deepEqual(forwarder.stats(), { open: 0, idle: 0, waiting: 0 });
-      await waitFor(() => server.closedByClient === 2, "the idle connection to close");
+      await until("the idle connection to close", () => server.closedByClient === 2, SOON);
     });
   });
 });
@@ -708,7 +713,7 @@ Deno.test("forward: each idle connection closes at its own idle timeout, counted
         forwarder.forward(server.url, request("GET", "/1")),
         forwarder.forward(server.url, request("GET", "/2")),
       ];
-      await waitFor(() => server.requests.length === 2, "both requests to arrive");
+      await until("both requests to arrive", () => server.requests.length === 2, SOON);
       release();
       await Promise.all(both);
       assert.deepEqual(forwarder.stats(), { open: 2, idle: 2, waiting: 0 });
@@ -719,12 +724,12 @@ Deno.test("forward: each idle connection closes at its own idle timeout, counted
       assert.equal(forwarder.stats().idle, 2);
       await clock.advance(1);
       assert.deepEqual(forwarder.stats(), { open: 1, idle: 1, waiting: 0 });
-      await waitFor(() => server.closedByClient === 1, "the older connection to close");
+      await until("the older connection to close", () => server.closedByClient === 1, SOON);
       await clock.advance(9_999);
       assert.equal(forwarder.stats().idle, 1);
       await clock.advance(1);
       assert.deepEqual(forwarder.stats(), { open: 0, idle: 0, waiting: 0 });
-      await waitFor(() => server.closedByClient === 2, "the other connection to close");
+      await until("the other connection to close", () => server.closedByClient === 2, SOON);
       assert.equal(server.connections, 2);
       assert.equal(`conn ${server.requests[2].connection}`, again);
     });
@@ -879,7 +884,7 @@ Deno.test("forward: bytes after a complete answer are an answer, and its connect
     await withForwarder({}, async (forwarder) => {
       assert.equal(text(await forwarder.forward(server.url, request("GET", "/"))), "ok");
       assert.deepEqual(forwarder.stats(), { open: 0, idle: 0, waiting: 0 });
-      await waitFor(() => server.closedByClient === 1, "the connection to close");
+      await until("the connection to close", () => server.closedByClient === 1, SOON);
     });
   });
 });
@@ -1011,7 +1016,7 @@ Deno.test("forward: an answer with connection: close is not kept", async () => {
       assert.equal(text(got), "ok");
       assert.equal(header(got, "connection"), undefined);
       assert.deepEqual(forwarder.stats(), { open: 0, idle: 0, waiting: 0 });
-      await waitFor(() => server.closedByClient === 1, "the connection to close");
+      await until("the connection to close", () => server.closedByClient === 1, SOON);
       assert.equal(text(await forwarder.forward(server.url, request("GET", "/"))), "ok");
       assert.equal(server.connections, 2);
     });
@@ -1073,11 +1078,11 @@ Deno.test("forward: the caller's abort ends the wait and closes the connection",
       const result = forwarder.forward(server.url, request("GET", "/"), {
         signal: controller.signal,
       });
-      await waitFor(() => server.requests.length === 1, "the request to arrive");
+      await until("the request to arrive", () => server.requests.length === 1, SOON);
       controller.abort(new Error("the client went away"));
       await assert.rejects(result, /the client went away/);
       assert.equal(forwarder.stats().open, 0);
-      await waitFor(() => server.closedByClient === 1, "the connection to close");
+      await until("the connection to close", () => server.closedByClient === 1, SOON);
     });
   });
 });
@@ -1089,7 +1094,7 @@ Deno.test("forward: close() closes idle connections and refuses new requests", a
     assert.equal(forwarder.stats().idle, 1);
     await forwarder.close();
     assert.deepEqual(forwarder.stats(), { open: 0, idle: 0, waiting: 0 });
-    await waitFor(() => server.closedByClient === 1, "the connection to close");
+    await until("the connection to close", () => server.closedByClient === 1, SOON);
     const got = await forwarder.forward(server.url, request("GET", "/"));
     assert.deepEqual(got, {
       kind: "unreachable",

@@ -11,6 +11,7 @@
 import assert from "node:assert/strict";
 import { COUNTER_WASM, ROOT } from "../../helpers/node_process.ts";
 import { startMoto } from "../../helpers/moto.ts";
+import { until } from "../../helpers/until.ts";
 
 const MAIN = `${ROOT}main.ts`;
 /** Everything the node needs, with the network limited to loopback. */
@@ -265,19 +266,15 @@ Deno.test("a bucket refusing the node's credentials (403) keeps it probing, not 
   const reading = (async () => {
     for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) text += chunk;
   })();
-  const waitFor = async (what: string, done: () => boolean, limitMs = 30_000) => {
-    const deadline = Date.now() + limitMs;
-    while (!done()) {
-      if (Date.now() > deadline) assert.fail(`no ${what} within ${limitMs} ms:\n${text}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  };
   const refusedLines = () =>
     text.match(
       /WARN +the bucket refused this node's credentials \(PUT \S+: 403 InvalidAccessKeyId The AWS Access Key Id you provided does not exist in our records\.\); probing again in \d+ ms/g,
     )?.length ?? 0;
   try {
-    await waitFor("two refused probes", () => refusedLines() >= 2);
+    await until("two refused probes", () => refusedLines() >= 2, {
+      ms: 30_000,
+      detail: () => text,
+    });
     const url = text.match(/node listening .*url=(http:\/\/\S+)/)?.[1];
     assert.ok(url, text);
     const ready = await fetch(`${url}/_wasmkeep/ready`);
@@ -286,7 +283,7 @@ Deno.test("a bucket refusing the node's credentials (403) keeps it probing, not 
     assert.doesNotMatch(text, /failed the start-up probe/);
 
     proxy.refusing = false;
-    await waitFor("node ready", () => /node ready/.test(text));
+    await until("node ready", () => /node ready/.test(text), { ms: 30_000, detail: () => text });
     const answer = await fetch(`${url}/actor/counter/a`, { method: "POST" });
     assert.equal((await answer.text()).trim(), "1");
     assert.equal(imds.connections(), 0);

@@ -12,16 +12,9 @@ import { scratchDir, startClusterNode } from "../../helpers/cluster.ts";
 import { bucketOpenImportMap } from "../../helpers/bucket_open_map.ts";
 import { encodeFrame, FrameReader, OPCODE, readClose } from "../../../src/websockets/frames.ts";
 import { SLOW_PUT_FILE_VARIABLE } from "../../helpers/slow_bucket_open.ts";
+import { until } from "../../helpers/until.ts";
 
 const SLOW_BUCKET_OPEN = new URL("../../helpers/slow_bucket_open.ts", import.meta.url).href;
-
-async function until(what: string, check: () => boolean | Promise<boolean>, ms = 10_000) {
-  const deadline = Date.now() + ms;
-  while (!await check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
 
 Deno.test("websockets: an actor's socket on one node echoes text and binary, is listed, and its close runs on-websocket-close", async () => {
   await withNode(["--actor", `testbed=${TESTBED_WASM}`, "--node-id", "ws"], async (node) => {
