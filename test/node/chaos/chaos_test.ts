@@ -38,10 +38,20 @@ import { listAll } from "../../../src/bucket/bucket.ts";
 import { seededRandom } from "../../../src/bucket/random.ts";
 import { type Random, systemClock, systemRandom } from "../../../src/time/clock.ts";
 
-const SEED = Number(Deno.env.get("CHAOS_SEED") ?? crypto.getRandomValues(new Uint32Array(1))[0]);
+const SEED = chaosSeed(Deno.env.get("CHAOS_SEED"));
 const CHAOS_SECS = Number(Deno.env.get("CHAOS_SECS") ?? 40);
 /** `moto` (a real S3 server, the default) or `file` (the file bucket). */
 const BUCKET = Deno.env.get("CHAOS_BUCKET") ?? "moto";
+
+/** `CHAOS_SEED` when set (a replay), else a seed drawn for this run; printed either way. */
+function chaosSeed(given: string | undefined): number {
+  if (given === undefined) return crypto.getRandomValues(new Uint32Array(1))[0];
+  const seed = Number(given);
+  if (!/^[0-9]+$/.test(given) || seed > 0xffff_ffff) {
+    throw new Error(`CHAOS_SEED must be a whole number from 0 to 4294967295, got "${given}"`);
+  }
+  return seed;
+}
 
 /** The nodes' lease ttl; every timing below is the spec's, scaled from its 10 s. */
 const TTL_MS = 3000;
