@@ -18,11 +18,12 @@ import {
   readToEnd,
   recordingLogger,
   requestBytes,
+  SOON,
   tempFiles,
-  waitFor,
   within,
   writeAll,
 } from "./tls_test_helpers.ts";
+import { until } from "../helpers/until.ts";
 
 const SERVER = await createNodeIdentity({ nodeId: "server", hosts: ["127.0.0.1"] });
 const ALICE = await createNodeIdentity({ nodeId: "alice", hosts: ["127.0.0.1"] });
@@ -195,11 +196,11 @@ Deno.test("an untrusted peer's request never reaches the handler, and it sees th
       const { bytes, how } = await tryRequest(t.port, MALLORY);
       assert.equal(bytes.length, 0, `nothing came back (${how})`);
     }
-    await waitFor(() => t.listener.stats().refusedHandshakes === 5, "five refusals");
+    await until("five refusals", () => t.listener.stats().refusedHandshakes === 5, SOON);
     assert.equal(t.calls.length, 0, "the handler never saw a request");
     assert.deepEqual(t.refused, new Array(5).fill([MALLORY.fingerprint, "untrusted certificate"]));
     assert.equal(t.listener.stats().trusted, 0);
-    await waitFor(() => t.listener.stats().open === 0, "the refused connections closed");
+    await until("the refused connections closed", () => t.listener.stats().open === 0, SOON);
     // A trusted peer on the same listener is served.
     assert.equal((await exchange(await t.connectAs(ALICE), "GET", "/ok")).text, "GET /ok ");
   } finally {
@@ -216,16 +217,16 @@ Deno.test("refusals are logged at most once a minute per fingerprint", async () 
         line.includes("refused a cluster connection") && line.includes(MALLORY.fingerprint)
       );
     for (let i = 0; i < 3; i++) await tryRequest(t.port, MALLORY);
-    await waitFor(() => t.listener.stats().refusedHandshakes === 3, "three refusals");
+    await until("three refusals", () => t.listener.stats().refusedHandshakes === 3, SOON);
     assert.equal(refusals().length, 1);
     assert.match(refusals()[0], /reason="untrusted certificate"/);
     await clock.advance(59_000);
     await tryRequest(t.port, MALLORY);
-    await waitFor(() => t.listener.stats().refusedHandshakes === 4, "a fourth refusal");
+    await until("a fourth refusal", () => t.listener.stats().refusedHandshakes === 4, SOON);
     assert.equal(refusals().length, 1, "still within the minute");
     await clock.advance(1_000);
     await tryRequest(t.port, MALLORY);
-    await waitFor(() => t.listener.stats().refusedHandshakes === 5, "a fifth refusal");
+    await until("a fifth refusal", () => t.listener.stats().refusedHandshakes === 5, SOON);
     assert.equal(refusals().length, 2, "a minute later it is logged again");
     assert.equal(t.refused.length, 5, "onRefused hears of every one");
   } finally {
@@ -257,7 +258,7 @@ Deno.test("a TLS client without a certificate gets nothing", async () => {
     );
     assert.equal(received.length, 0);
     assert.ok(secure, "the handshake ended on the client's side first (TLS 1.3)");
-    await waitFor(() => t.listener.stats().refusedHandshakes === 1, "the refusal");
+    await until("the refusal", () => t.listener.stats().refusedHandshakes === 1, SOON);
     assert.deepEqual(t.refused, [[undefined, "no client certificate"]]);
     assert.equal(t.calls.length, 0);
   } finally {
@@ -273,7 +274,7 @@ Deno.test("a plain TCP client gets nothing", async () => {
     const { bytes } = await readToEnd(conn);
     conn.close();
     assert.doesNotMatch(new TextDecoder().decode(bytes), /HTTP/);
-    await waitFor(() => t.listener.stats().failedHandshakes === 1, "the failed handshake");
+    await until("the failed handshake", () => t.listener.stats().failedHandshakes === 1, SOON);
     assert.equal(t.calls.length, 0);
     assert.equal(t.listener.stats().refusedHandshakes, 0);
   } finally {
@@ -325,7 +326,7 @@ Deno.test("a client with a trusted certificate but not its key fails the handsha
 
     const forged = await opensslClient(t.port, ALICE.chainPem, forgedKeyPem(ALICE));
     assert.doesNotMatch(forged, /HTTP\/1.1/);
-    await waitFor(() => t.listener.stats().failedHandshakes === 1, "the failed handshake");
+    await until("the failed handshake", () => t.listener.stats().failedHandshakes === 1, SOON);
     assert.equal(t.calls.length, 1, "no request from the forger");
     assert.equal(t.refused.length, 0, "it never got past the handshake");
   } finally {
@@ -352,7 +353,7 @@ Deno.test("revoke() closes the connections of a peer no longer trusted and keeps
 
     for (const conn of [alice1, alice2]) assert.equal((await readToEnd(conn)).bytes.length, 0);
     assert.equal((await exchange(bob, "GET", "/still")).text, "GET /still ");
-    await waitFor(() => t.listener.stats().open === 1, "alice's connections closed");
+    await until("alice's connections closed", () => t.listener.stats().open === 1, SOON);
     const stats = t.listener.stats();
     assert.equal(stats.trusted, 1);
     assert.equal(stats.revoked, 2);
@@ -396,13 +397,13 @@ Deno.test("past maxConnections a new connection is closed at once; a freed slot 
 
     const { bytes } = await tryRequest(t.port, ALICE);
     assert.equal(bytes.length, 0);
-    await waitFor(() => t.listener.stats().refusedOverCap === 1, "the refusal over the cap");
+    await until("the refusal over the cap", () => t.listener.stats().refusedOverCap === 1, SOON);
     assert.deepEqual(t.refused, [[undefined, "over the connection cap"]]);
     assert.equal(t.listener.stats().failedHandshakes, 0, "counted once, as over the cap");
     assert.equal(t.calls.length, 2);
 
     first.close();
-    await waitFor(() => t.listener.stats().open === 1, "the first connection to close");
+    await until("the first connection to close", () => t.listener.stats().open === 1, SOON);
     const third = await t.connectAs(ALICE);
     assert.equal((await exchange(third, "GET", "/3")).status, 200);
     assert.equal((await exchange(second, "GET", "/2/again")).status, 200);
@@ -484,7 +485,7 @@ Deno.test("the request's signal aborts when the peer closes the connection", asy
   try {
     const conn = await t.connectAs(ALICE);
     await writeAll(conn, requestBytes("GET", "/wait"));
-    await waitFor(() => t.listener.stats().trusted === 1, "the connection");
+    await until("the connection", () => t.listener.stats().trusted === 1, SOON);
     // Give the request time to reach the handler before leaving.
     await new Promise((resolve) => setTimeout(resolve, 50));
     conn.close();
@@ -547,7 +548,7 @@ Deno.test("a trust function that throws refuses, and says so", async () => {
   try {
     const { bytes } = await tryRequest(t.port, ALICE);
     assert.equal(bytes.length, 0);
-    await waitFor(() => t.listener.stats().refusedHandshakes === 1, "the refusal");
+    await until("the refusal", () => t.listener.stats().refusedHandshakes === 1, SOON);
     assert.equal(t.calls.length, 0);
     assert.ok(t.lines.some((line) => line.includes("no view of the heartbeats")));
   } finally {
@@ -561,7 +562,7 @@ Deno.test("close() closes every connection, those in a handshake too, and resolv
   try {
     const alice = await t.connectAs(ALICE);
     assert.equal((await exchange(alice, "GET", "/x")).status, 200);
-    await waitFor(() => t.listener.stats().open === 2, "both connections");
+    await until("both connections", () => t.listener.stats().open === 2, SOON);
     await within(t.listener.close(), "close()");
     assert.equal((await readToEnd(alice)).bytes.length, 0);
     assert.equal(
@@ -649,12 +650,13 @@ Deno.test("connections that never handshake take at most their address's share: 
   const silent: net.Socket[] = [];
   try {
     for (let i = 0; i < 4; i++) silent.push(await silentConnection(t.port, "127.0.0.2"));
-    await waitFor(() => t.listener.stats().open === 4, "the silent connections");
+    await until("the silent connections", () => t.listener.stats().open === 4, SOON);
     const fifth = await silentConnection(t.port, "127.0.0.2");
     silent.push(fifth);
-    await waitFor(
-      () => t.listener.stats().refusedHandshakesPerAddress === 1,
+    await until(
       "the fifth refused at once",
+      () => t.listener.stats().refusedHandshakesPerAddress === 1,
+      SOON,
     );
     assert.deepEqual(t.refused, [[undefined, "too many handshakes from one address"]]);
 
@@ -669,9 +671,9 @@ Deno.test("connections that never handshake take at most their address's share: 
 
     // The silent ones gone, their address may connect again.
     for (const socket of silent) socket.destroy();
-    await waitFor(() => t.listener.stats().open === 5, "the silent connections to close");
+    await until("the silent connections to close", () => t.listener.stats().open === 5, SOON);
     silent.push(await silentConnection(t.port, "127.0.0.2"));
-    await waitFor(() => t.listener.stats().open === 6, "a new connection from that address");
+    await until("a new connection from that address", () => t.listener.stats().open === 6, SOON);
     assert.equal(t.listener.stats().refusedHandshakesPerAddress, 1);
   } finally {
     for (const socket of silent) socket.destroy();

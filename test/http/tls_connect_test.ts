@@ -17,11 +17,12 @@ import {
   readToEnd,
   recordingLogger,
   requestBytes,
+  SOON,
   tempFiles,
-  waitFor,
   within,
   writeAll,
 } from "./tls_test_helpers.ts";
+import { until } from "../helpers/until.ts";
 
 const SERVER = await createNodeIdentity({ nodeId: "server", hosts: ["127.0.0.1"] });
 const CLIENT = await createNodeIdentity({ nodeId: "client", hosts: ["127.0.0.1"] });
@@ -127,9 +128,10 @@ Deno.test("no pin: NoPeerPin, and nothing is written", async () => {
       (error: unknown) => error instanceof NoPeerPin && error.port === server.port,
     );
     void error;
-    await waitFor(
-      () => server.connections === 1 && server.closed === 1,
+    await until(
       "the server to see the close",
+      () => server.connections === 1 && server.closed === 1,
+      SOON,
     );
     assert.equal(server.received, 0);
   } finally {
@@ -147,9 +149,10 @@ Deno.test("another certificate than the pin: PeerPinMismatch, and nothing is wri
     assert.equal(caught.expected, OTHER.fingerprint);
     assert.equal(caught.actual, SERVER.fingerprint);
     assert.match(caught.message, /presented certificate .* not .* that its heartbeat publishes/);
-    await waitFor(
-      () => server.connections === 1 && server.closed === 1,
+    await until(
       "the server to see the close",
+      () => server.connections === 1 && server.closed === 1,
+      SOON,
     );
     assert.equal(server.received, 0);
 
@@ -225,9 +228,10 @@ Deno.test("a server with the pinned certificate but not its key is refused", asy
   try {
     const conn = await connect("127.0.0.1", genuine.port, signal());
     await writeAll(conn, new TextEncoder().encode("hello genuine\n"));
-    await waitFor(
-      () => genuine.printed().includes("hello genuine"),
+    await until(
       "openssl to print what it read",
+      () => genuine.printed().includes("hello genuine"),
+      SOON,
     );
     conn.close();
   } finally {
@@ -253,7 +257,7 @@ Deno.test("aborting the signal gives up the connect", async () => {
     const connect = tlsConnector({ identity: CLIENT, pinFor: () => SERVER.fingerprint });
     const controller = new AbortController();
     const pending = connect("127.0.0.1", tcp.addr.port, controller.signal);
-    await waitFor(() => accepted.length === 1, "the TCP connection");
+    await until("the TCP connection", () => accepted.length === 1, SOON);
     controller.abort(new Error("gave up"));
     await assert.rejects(() => within(pending, "the aborted connect"), /gave up/);
     // The socket is closed: the server reads its end.
@@ -311,7 +315,7 @@ Deno.test("a listener that refuses us: the read sees the end or an error, never 
     }
     // TLS 1.3: the client's handshake ends before the server judges its certificate.
     assert.ok(opened > 0, "some connects opened before the refusal");
-    await waitFor(() => server.stats().refusedHandshakes === 4, "the refusals");
+    await until("the refusals", () => server.stats().refusedHandshakes === 4, SOON);
   } finally {
     await server.close();
   }
@@ -403,7 +407,7 @@ Deno.test("close() ends a pending read; reads and writes after it reject", async
     await assert.rejects(() => conn.read(new Uint8Array(10)), /closed/);
     await assert.rejects(() => conn.write(new Uint8Array(10)), /closed/);
     conn.close(); // twice is harmless
-    await waitFor(() => server.closed === 1, "the server to see the close");
+    await until("the server to see the close", () => server.closed === 1, SOON);
   } finally {
     await server.close();
   }

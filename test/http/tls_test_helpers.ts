@@ -21,6 +21,7 @@ import type { NodeIdentity } from "../../src/security/node_identity.ts";
 import type { ByteConn } from "../../src/http/tls_connect.ts";
 import { createLogger, type Logger } from "../../src/log.ts";
 import { writeAll } from "../helpers/loopback.ts";
+import type { UntilOptions } from "../helpers/until.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -50,14 +51,8 @@ export function within<T>(promise: Promise<T>, what: string, ms = WAIT_MS): Prom
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** Polls `condition` every 5 ms until it holds; fails after {@linkcode WAIT_MS}. */
-export async function waitFor(condition: () => boolean, what: string): Promise<void> {
-  const start = Date.now();
-  while (!condition()) {
-    if (Date.now() - start > WAIT_MS) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
+/** Polls every 5 ms, for up to {@linkcode WAIT_MS}: for counters of a server on loopback. */
+export const SOON: UntilOptions = { ms: WAIT_MS, everyMs: 5 };
 
 export { writeAll };
 
