@@ -121,7 +121,7 @@ export class WasmKeepNode {
     const clock = deps.clock ?? systemClock;
     const random = deps.random ?? systemRandom;
     const log = deps.log ?? createLogger({ level: options.logLevel });
-    const dataDir = await Deno.realPath(await ensureDir(options.dataDir));
+    const dataDir = await prepareDataDir(options.dataDir);
     const bucketUrl = options.bucketUrl ?? `file://${dataDir}/bucket`;
     const bucket = deps.bucket ?? openNodeBucket(bucketUrl, clock, random);
     let classes: { catalog: ClassCatalog; follower?: AppFollower };
@@ -580,7 +580,7 @@ async function servedClasses(
   log: Logger,
 ): Promise<{ catalog: ClassCatalog; follower?: AppFollower }> {
   const loading = {
-    cacheDir: `${dataDir}/cache/components`,
+    cacheDir: `${dataDir}/${COMPONENT_CACHE_DIR}`,
     abi: options.abi,
     env: options.env,
     log,
@@ -662,13 +662,37 @@ function openNodeBucket(url: string, clock: Clock, random: Random): Bucket {
   }
 }
 
-async function ensureDir(path: string): Promise<string> {
+/** Where, under the data directory, the transpiled components are kept. */
+const COMPONENT_CACHE_DIR = "cache/components";
+
+/** Where, under the data directory, the actors' databases are kept (actorDatabasePath). */
+const ACTORS_DIR = "actors";
+
+/**
+ * Makes the data directory and the folders the node writes under it, and
+ * writes a file in each: a directory the node cannot write (a read-only
+ * file system, a file in the way) stops the start here with one line naming
+ * `--data-dir`, not later with a stack trace. Returns its real path.
+ */
+async function prepareDataDir(path: string): Promise<string> {
+  let failed = `cannot create the data directory ${path}`;
   try {
     await Deno.mkdir(path, { recursive: true });
+    const real = await Deno.realPath(path);
+    for (const sub of ["", COMPONENT_CACHE_DIR, ACTORS_DIR]) {
+      const dir = sub ? `${real}/${sub}` : real;
+      const what = sub ? `${dir} in the data directory` : `the data directory ${dir}`;
+      failed = `cannot create ${what}`;
+      await Deno.mkdir(dir, { recursive: true });
+      failed = `cannot write in ${what}`;
+      await Deno.remove(await Deno.makeTempFile({ dir, prefix: ".write-check-" }));
+    }
+    return real;
   } catch (error) {
     throw new NodeStartError(
-      `cannot create the data directory ${path} (--data-dir): ${(error as Error).message}`,
+      `${failed} (--data-dir): ${
+        (error as Error).message
+      }; give --data-dir a folder this process can write`,
     );
   }
-  return path;
 }
