@@ -50,27 +50,30 @@ export interface FileBucketOptions {
 }
 
 /**
- * A `file://` bucket whose folder had to exist and does not (or is not a
- * folder): a command that reads a cluster's bucket, given a typo, says so
- * instead of reading an empty bucket.
+ * A `file://` bucket whose folder had to exist and does not: a command that
+ * reads a cluster's bucket, given a typo, says so instead of reading an
+ * empty bucket.
  *
  * @example
  * ```ts
  * import { FileBucketMissing } from "./file.ts";
- * new FileBucketMissing("/no/such/dir", "does not exist").message;
+ * new FileBucketMissing("/no/such/dir").message;
  * ```
  */
 export class FileBucketMissing extends Error {
   override name = "FileBucketMissing";
 
-  /** `root` is the bucket's folder; `problem` says what is wrong with it. */
-  constructor(readonly root: string, problem: string) {
-    super(`the file bucket's folder ${root} ${problem}`);
+  /** `root` is the bucket's folder. */
+  constructor(readonly root: string) {
+    super(
+      `the file bucket's folder ${root} does not exist (a file bucket is made by the first node or deploy that writes to it)`,
+    );
   }
 }
 
 /**
- * Throws {@linkcode FileBucketMissing} unless `root` is a folder.
+ * Throws {@linkcode FileBucketMissing} if `root` does not exist. Anything
+ * else wrong with it (a file there) is left to the bucket's calls to say.
  *
  * @example
  * ```ts
@@ -79,22 +82,12 @@ export class FileBucketMissing extends Error {
  * ```
  */
 export function requireFileBucketFolder(root: string): void {
-  let info: Deno.FileInfo;
   try {
-    info = Deno.statSync(root);
+    Deno.statSync(root);
   } catch (error) {
-    if (error instanceof Deno.errors.NotFound) {
-      throw new FileBucketMissing(
-        root,
-        "does not exist (a file bucket is made by the first node or deploy that writes to it)",
-      );
-    }
-    if (error instanceof Deno.errors.NotADirectory) {
-      throw new FileBucketMissing(root, "does not exist: a file is in its path");
-    }
+    if (error instanceof Deno.errors.NotFound) throw new FileBucketMissing(root);
     throw error;
   }
-  if (!info.isDirectory) throw new FileBucketMissing(root, "is a file, not a folder");
 }
 
 /**
