@@ -10,6 +10,7 @@ import { type FlagSpec, formatHelp, parseArgs, UsageError } from "./args.ts";
 import { openBucket, type OpenBucketOptions } from "../src/bucket/open.ts";
 import type { Bucket } from "../src/bucket/bucket.ts";
 import { S3ConfigError } from "../src/bucket/s3_config.ts";
+import { FileBucketMissing } from "../src/bucket/file.ts";
 import { leaseTiming } from "../src/cluster/lease_timing.ts";
 import { formatDuration, readClusterStatus } from "../src/cluster/status.ts";
 import { formatClusterStatus } from "../src/cluster/status_text.ts";
@@ -71,7 +72,8 @@ export const CLUSTER_STATUS_HELP: string = formatHelp(
     "alone, whether or not any node answers. A node is live if its lease was written within\n" +
     `${formatDuration(timing.ttlMs)}, measured on this machine's clock (keep it in sync); ` +
     "fenced and released nodes never are.\n" +
-    "Exits 1 when no node is live (an empty bucket included) or the bucket cannot be read,\n" +
+    "Exits 1 when no node is live (an empty bucket included), the bucket cannot be read,\n" +
+    "or a file:// bucket's folder does not exist (a typo; cluster commands never make one),\n" +
     "0 otherwise, warnings or not. With --json, node ages are age_ms (negative, with ahead_ms,\n" +
     "for a lease dated ahead of this clock).",
   STATUS_FLAGS,
@@ -128,9 +130,11 @@ function bucketUrl(flags: Record<string, unknown>, command: string): string {
   return url;
 }
 
-/** `AWS_*` variables the bucket cannot be opened with, as serve says it. */
-function unopened(url: string, error: S3ConfigError): string {
-  return `wasmkeep: cannot open the bucket ${url}: ${error.message}`;
+/** `AWS_*` variables the bucket cannot be opened with, as serve says it, or a missing folder. */
+function unopened(url: string, error: S3ConfigError | FileBucketMissing): string {
+  return error instanceof FileBucketMissing
+    ? `wasmkeep: --bucket ${url}: ${error.message}`
+    : `wasmkeep: cannot open the bucket ${url}: ${error.message}`;
 }
 
 function nodeArgument(positionals: string[], command: string): string {
@@ -195,8 +199,9 @@ function describeFence(outcome: FenceOutcome): string[] {
   }
 }
 
+/** A cluster's bucket is read, never made: a `file://` folder that is not there is a typo. */
 function openOptions(io: ClusterIo): OpenBucketOptions {
-  return io.env ? { env: io.env } : {};
+  return io.env ? { env: io.env, existing: true } : { existing: true };
 }
 
 async function withBucket<T>(
@@ -273,7 +278,7 @@ export async function clusterCommand(args: string[], io: ClusterIo = consoleIo):
       output = await statusOutput(url, flags.json === true, io, now);
     } catch (error) {
       io.stderr(
-        error instanceof S3ConfigError
+        error instanceof S3ConfigError || error instanceof FileBucketMissing
           ? unopened(url, error)
           : `wasmkeep: cannot read bucket ${url}: ${(error as Error).message}`,
       );
@@ -299,7 +304,7 @@ export async function clusterCommand(args: string[], io: ClusterIo = consoleIo):
   } catch (error) {
     if (error instanceof ClusterToolRefusal) {
       io.stderr(`wasmkeep: ${command} ${node}: ${error.message}`);
-    } else if (error instanceof S3ConfigError) {
+    } else if (error instanceof S3ConfigError || error instanceof FileBucketMissing) {
       io.stderr(unopened(url, error));
     } else {
       io.stderr(`wasmkeep: ${command} ${node}: bucket ${url}: ${(error as Error).message}`);

@@ -50,6 +50,47 @@ export interface FileBucketOptions {
 }
 
 /**
+ * A `file://` bucket whose folder had to exist and does not: a command that
+ * reads a cluster's bucket, given a typo, says so instead of reading an
+ * empty bucket.
+ *
+ * @example
+ * ```ts
+ * import { FileBucketMissing } from "./file.ts";
+ * new FileBucketMissing("/no/such/dir").message;
+ * ```
+ */
+export class FileBucketMissing extends Error {
+  override name = "FileBucketMissing";
+
+  /** `root` is the bucket's folder. */
+  constructor(readonly root: string) {
+    super(
+      `the file bucket's folder ${root} does not exist (a file bucket is made by the first node or deploy that writes to it)`,
+    );
+  }
+}
+
+/**
+ * Throws {@linkcode FileBucketMissing} if `root` does not exist. Anything
+ * else wrong with it (a file there) is left to the bucket's calls to say.
+ *
+ * @example
+ * ```ts
+ * import { requireFileBucketFolder } from "./file.ts";
+ * requireFileBucketFolder(await Deno.makeTempDir());
+ * ```
+ */
+export function requireFileBucketFolder(root: string): void {
+  try {
+    Deno.statSync(root);
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) throw new FileBucketMissing(root);
+    throw error;
+  }
+}
+
+/**
  * A {@linkcode Bucket} in a local directory.
  *
  * @example

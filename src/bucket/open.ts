@@ -7,7 +7,7 @@
 
 import { type Clock, type Random, systemClock, systemRandom } from "../time/clock.ts";
 import type { Bucket } from "./bucket.ts";
-import { FileBucket } from "./file.ts";
+import { FileBucket, requireFileBucketFolder } from "./file.ts";
 import { S3Bucket } from "./s3.ts";
 import type { Env } from "./s3_config.ts";
 
@@ -19,6 +19,11 @@ export interface OpenBucketOptions {
   clock?: Clock;
   /** Jitters backoffs and names temp files; default the system's random source. */
   random?: Random;
+  /**
+   * `file://` only: the folder must exist (`FileBucketMissing` otherwise),
+   * for commands that read a cluster's bucket rather than make one.
+   */
+  existing?: boolean;
 }
 
 /**
@@ -41,6 +46,7 @@ export function openBucket(url: string, options: OpenBucketOptions = {}): Bucket
   if (url.startsWith("file://")) {
     const path = url.slice("file://".length);
     if (path === "") throw new TypeError(`no path in bucket URL ${url} (file://PATH)`);
+    if (options.existing) requireFileBucketFolder(path);
     return new FileBucket(path, { clock, random });
   }
   throw new TypeError(

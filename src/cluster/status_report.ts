@@ -166,7 +166,8 @@ export interface ClusterStatusOptions {
 /**
  * Reads the cluster's state from its bucket alone, whether or not any node
  * answers, and returns what `wasmkeep cluster status --json` prints (the CLI
- * calls this). Throws what the bucket throws when it cannot be read; a
+ * calls this). Throws `FileBucketMissing` for a `file://` folder that does
+ * not exist, and what the bucket throws when it cannot be read; a
  * heartbeat that cannot be decoded is listed with its `problem` and a warning.
  *
  * @example
@@ -183,7 +184,8 @@ export async function clusterStatus(options: ClusterStatusOptions): Promise<Clus
     const url = options.url ?? "(open bucket)";
     return clusterStatusJson(await readClusterStatus(options.bucket, url, tool));
   }
-  const bucket = openBucket(options.bucket, options.open);
+  // Read, never made: a file bucket's folder that is not there is refused.
+  const bucket = openBucket(options.bucket, { ...options.open, existing: true });
   try {
     return clusterStatusJson(await readClusterStatus(bucket, options.bucket, tool));
   } finally {

@@ -29,10 +29,25 @@ export class AppNameError extends Error {
   }
 }
 
+/** What {@linkcode NEW_APP_NAME} asks, in the one message every refused name gets. */
+const NAME_RULE =
+  "[a-z][a-z0-9-]{0,63} (a lower-case letter, then lower-case letters, digits or '-')";
+
 /**
- * Parses `TENANT/APP`. Both parts are checked only for what a bucket key
- * needs (an app deployed earlier keeps its name); a first deploy also
- * checks {@linkcode newAppNameProblem}.
+ * Names deployed before the rule (one with `_` or a leading digit) keep
+ * being served: they are only refused what a bucket key cannot hold.
+ */
+const DEPLOYED_APP_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
+function nameProblem(what: string, part: string): string {
+  return `the ${what} name '${part}' must match ${NAME_RULE}`;
+}
+
+/**
+ * Parses `TENANT/APP`. A part a bucket key cannot hold is refused with the
+ * rule for names ({@linkcode NEW_APP_NAME}), the one a first deploy checks
+ * ({@linkcode newAppNameProblem}); a name outside the rule but deployed
+ * before it is let through, so that its app keeps being served.
  *
  * @example
  * ```ts
@@ -45,22 +60,15 @@ export function parseAppName(value: string): AppName {
   if (parts.length !== 2) throw new AppNameError(value, "it needs exactly one '/'");
   const [tenant, app] = parts;
   for (const [what, part] of [["tenant", tenant], ["app", app]]) {
-    if (part === "" || part === "." || part === "..") {
-      throw new AppNameError(value, `the ${what} name is empty or a dot`);
-    }
-    if (part.length > 64 || !/^[a-z0-9][a-z0-9_-]*$/.test(part)) {
-      throw new AppNameError(
-        value,
-        `the ${what} name must be lower-case letters, digits, '-' or '_', at most 64`,
-      );
-    }
+    if (!DEPLOYED_APP_NAME.test(part)) throw new AppNameError(value, nameProblem(what, part));
   }
   return { tenant, app };
 }
 
 /**
  * Why a new app's names are refused, or `undefined`: a first deploy's
- * tenant and app match {@linkcode NEW_APP_NAME}.
+ * tenant and app match {@linkcode NEW_APP_NAME}. The message is the one
+ * {@linkcode parseAppName} gives.
  *
  * @example
  * ```ts
@@ -71,9 +79,7 @@ export function parseAppName(value: string): AppName {
  */
 export function newAppNameProblem(name: AppName): string | undefined {
   for (const [what, part] of [["tenant", name.tenant], ["app", name.app]]) {
-    if (!NEW_APP_NAME.test(part)) {
-      return `the ${what} name '${part}' must match [a-z][a-z0-9-]{0,63}`;
-    }
+    if (!NEW_APP_NAME.test(part)) return nameProblem(what, part);
   }
   return undefined;
 }

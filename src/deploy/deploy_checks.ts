@@ -12,7 +12,7 @@ import { appTenantPrefix } from "../bucket/keys.ts";
 import { classNameProblem } from "../actors/key.ts";
 import { ComponentError, loadComponent } from "../actors/component.ts";
 import { CONFIG_NAME } from "../config/env_file.ts";
-import { type AppName, appNameString, newAppNameProblem } from "./app_name.ts";
+import { type AppName, AppNameError, appNameString, newAppNameProblem } from "./app_name.ts";
 import { componentHash, MAX_APP_CLASSES } from "./manifest.ts";
 import type { DeployRequest } from "./deploy.ts";
 
@@ -179,7 +179,7 @@ export async function checkFirstDeploy(
 ): Promise<void> {
   const problem = newAppNameProblem(name);
   if (problem) {
-    throw new DeployUsageError(`--app ${appNameString(name)}: ${problem} (a new app's names)`);
+    throw new DeployUsageError(new AppNameError(appNameString(name), problem).message);
   }
   if (Object.keys(request.actors ?? {}).length === 0) {
     throw new DeployUsageError(

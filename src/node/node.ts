@@ -47,6 +47,9 @@ export const TRUST_SWEEP_MS = 250;
 /** Pause between reads of an unreadable cluster secret. */
 export const CLUSTER_SECRET_RETRY_MS = 3_000;
 
+/** How often a node that serves but is not ready yet checks again whether it is. */
+export const READY_WATCH_MS = 250;
+
 /** How long a stop waits for the listener's connections after the events are done. */
 export const SERVER_SHUTDOWN_MS = 1000;
 
@@ -83,6 +86,8 @@ export class WasmKeepNode {
   #standaloneSweep: Promise<void> | undefined;
   /** The owner sweep of the sockets of actors this node no longer holds (a cluster node). */
   #ownerSweepTimer: Timer | undefined;
+  /** The next look at a started node's readiness, until it is ready. */
+  #readyWatchTimer: Timer | undefined;
   /** Trusted certificate fingerprints, recomputed at most every {@linkcode TRUST_SWEEP_MS}. */
   #trustCache: { at: number; fingerprints: Set<string> } = {
     at: -Infinity,
@@ -121,7 +126,7 @@ export class WasmKeepNode {
     const clock = deps.clock ?? systemClock;
     const random = deps.random ?? systemRandom;
     const log = deps.log ?? createLogger({ level: options.logLevel });
-    const dataDir = await Deno.realPath(await ensureDir(options.dataDir));
+    const dataDir = await prepareDataDir(options.dataDir);
     const bucketUrl = options.bucketUrl ?? `file://${dataDir}/bucket`;
     const bucket = deps.bucket ?? openNodeBucket(bucketUrl, clock, random);
     let classes: { catalog: ClassCatalog; follower?: AppFollower };
@@ -214,7 +219,26 @@ export class WasmKeepNode {
     else this.#standaloneSweep = this.#parts.alarmSweep.run(this.#startAbort.signal);
     this.#parts.follower?.start();
     readiness.set(undefined);
-    log.info("node ready", { node: options.nodeId, url: this.url, bucket: bucketUrl });
+    this.#watchReadiness(undefined);
+  }
+
+  /**
+   * Logs what `/_wasmkeep/ready` says once the start is over: `node ready`,
+   * or `node serving, not ready` with the reason (an app with no deployed
+   * version yet), looked at again every {@linkcode READY_WATCH_MS}, each new
+   * reason logged, until the node is ready and says so.
+   */
+  #watchReadiness(logged: string | undefined): void {
+    if (this.#stopping) return;
+    const { readiness, bucketUrl, clock, log, options } = this.#parts;
+    const fields = { node: options.nodeId, url: this.url, bucket: bucketUrl };
+    const reason = readiness.readyReport();
+    if (reason === undefined) {
+      log.info("node ready", fields);
+      return;
+    }
+    if (reason !== logged) log.warn("node serving, not ready", { ...fields, reason });
+    this.#readyWatchTimer = clock.setTimer(READY_WATCH_MS, () => this.#watchReadiness(reason));
   }
 
   /**
@@ -520,6 +544,7 @@ export class WasmKeepNode {
     const serverDone = listener.shutdown();
     this.#revokeTimer?.cancel();
     this.#ownerSweepTimer?.cancel();
+    this.#readyWatchTimer?.cancel();
     const drained = await host.drain(options.stopGraceMs);
     if (!drained) log.warn("events still under way at the end of the stop grace period");
     // The executors close their actors once their uploads landed…
@@ -580,7 +605,7 @@ async function servedClasses(
   log: Logger,
 ): Promise<{ catalog: ClassCatalog; follower?: AppFollower }> {
   const loading = {
-    cacheDir: `${dataDir}/cache/components`,
+    cacheDir: `${dataDir}/${COMPONENT_CACHE_DIR}`,
     abi: options.abi,
     env: options.env,
     log,
@@ -662,13 +687,37 @@ function openNodeBucket(url: string, clock: Clock, random: Random): Bucket {
   }
 }
 
-async function ensureDir(path: string): Promise<string> {
+/** Where, under the data directory, the transpiled components are kept. */
+const COMPONENT_CACHE_DIR = "cache/components";
+
+/** Where, under the data directory, the actors' databases are kept (actorDatabasePath). */
+const ACTORS_DIR = "actors";
+
+/**
+ * Makes the data directory and the folders the node writes under it, and
+ * writes a file in each: a directory the node cannot write (a read-only
+ * file system, a file in the way) stops the start here with one line naming
+ * `--data-dir`, not later with a stack trace. Returns its real path.
+ */
+async function prepareDataDir(path: string): Promise<string> {
+  let failed = `cannot create the data directory ${path}`;
   try {
     await Deno.mkdir(path, { recursive: true });
+    const real = await Deno.realPath(path);
+    for (const sub of ["", COMPONENT_CACHE_DIR, ACTORS_DIR]) {
+      const dir = sub ? `${real}/${sub}` : real;
+      const what = sub ? `${dir} in the data directory` : `the data directory ${dir}`;
+      failed = `cannot create ${what}`;
+      await Deno.mkdir(dir, { recursive: true });
+      failed = `cannot write in ${what}`;
+      await Deno.remove(await Deno.makeTempFile({ dir, prefix: ".write-check-" }));
+    }
+    return real;
   } catch (error) {
     throw new NodeStartError(
-      `cannot create the data directory ${path} (--data-dir): ${(error as Error).message}`,
+      `${failed} (--data-dir): ${
+        (error as Error).message
+      }; give --data-dir a folder this process can write`,
     );
   }
-  return path;
 }

@@ -78,6 +78,8 @@ async function cluster(args: string[], now = NOW): Promise<Run> {
 /** A file bucket in a fresh directory, with its URL. */
 async function fileBucket(): Promise<{ bucket: FileBucket; url: string; dir: string }> {
   const dir = await Deno.makeTempDir({ prefix: "wasmkeep-status-" });
+  // A cluster's bucket exists: the cluster commands refuse a folder that does not.
+  await Deno.mkdir(`${dir}/bucket`);
   return { bucket: new FileBucket(`${dir}/bucket`), url: `file://${dir}/bucket`, dir };
 }
 
@@ -176,7 +178,7 @@ Deno.test("status: live, stale, fenced and released nodes, the app table, summar
 Deno.test("status: an empty prefix and a bucket of only dead nodes exit 1 with the no-live-node warning", async () => {
   const { bucket, url, dir } = await fileBucket();
   try {
-    // Nothing at all (the directory does not even exist yet): the real CLI.
+    // Nothing at all (an empty folder): the real CLI.
     const empty = await runWasmkeep(["cluster", "status", "--bucket", url]);
     assert.equal(empty.code, 1, empty.stderr);
     assert.match(empty.stdout, /no heartbeat under nodes\//);

@@ -75,7 +75,8 @@ export async function runWasmkeep(
 
 /**
  * Starts `wasmkeep serve ARGS --listen 127.0.0.1:0` and waits until it
- * is ready (its bucket passed the probe).
+ * serves (its bucket passed the probe): ready, or logging why not (an app
+ * with no deployed version yet).
  *
  * @example
  * ```ts ignore
@@ -123,7 +124,7 @@ export async function startNode(
     const decoder = new TextDecoder();
     for await (const chunk of child.stderr) {
       text += decoder.decode(chunk, { stream: true });
-      const match = text.match(/node ready .*url=(http:\/\/\S+)/);
+      const match = text.match(/node (?:ready|serving, not ready) .*url=(http:\/\/\S+)/);
       if (match) listening.resolve(match[1]);
     }
     listening.reject(new Error(`the node exited before listening:\n${text}`));
