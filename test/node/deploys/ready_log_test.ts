@@ -5,10 +5,10 @@
  */
 
 import assert from "node:assert/strict";
-import { request, scratchDir } from "../helpers/cluster.ts";
-import { runWasmkeep, startNode, TESTBED_WASM } from "../helpers/node_process.ts";
-import { until } from "../helpers/until.ts";
-import { APP_POLL_MS } from "../../src/limits.ts";
+import { request, scratchDir } from "../../helpers/cluster.ts";
+import { runWasmkeep, startNode, TESTBED_WASM } from "../../helpers/node_process.ts";
+import { until } from "../../helpers/until.ts";
+import { APP_POLL_MS } from "../../../src/limits.ts";
 
 Deno.test("serve --app logs not ready with the ready check's reason until its app's first deploy, then node ready", async () => {
   const dir = await scratchDir("wk-ready-log-");
