@@ -103,11 +103,56 @@ function knownFlags(usage: string): Set<string> {
   return new Set(["--help", "-h", "--quick", ...usage.match(/--[a-z][a-z0-9-]*/g) ?? []]);
 }
 
+let listeners: [Deno.Signal, () => void][] = [];
+
 /**
- * Runs a benchmark's `body` under the shared command line: `--help` or `-h`
+ * Reads the shared command line at a benchmark's start: `--help` or `-h`
  * prints `usage` and exits 0; a flag `usage` does not name exits 2 naming
- * it; SIGINT and SIGTERM run the cleanups and exit 130 and 143. Every
- * cleanup also runs when `body` ends or throws.
+ * it. Then SIGINT and SIGTERM run the cleanups and exit 130 and 143, until
+ * {@linkcode endBench}.
+ *
+ * @example
+ * ```ts ignore
+ * import { endBench, startBench } from "./command.ts";
+ * startBench("Usage: deno run -A bench/x_bench.ts [--quick]");
+ * try {
+ *   console.log("measuring");
+ * } finally {
+ *   await endBench();
+ * }
+ * ```
+ */
+export function startBench(usage: string, args: string[] = Deno.args): void {
+  if (args.includes("--help") || args.includes("-h")) {
+    console.log(usage);
+    Deno.exit(0);
+  }
+  const known = knownFlags(usage);
+  const unknown = args.find((arg) => arg.startsWith("-") && !known.has(arg));
+  if (unknown !== undefined) {
+    console.error(`unknown flag ${unknown}; --help lists the flags`);
+    Deno.exit(2);
+  }
+  listeners = (["SIGINT", "SIGTERM"] as const).map((name) => {
+    const listener = () => {
+      console.error(`${name}: stopping child processes and removing temp directories`);
+      cleanUp().finally(() => Deno.exit(name === "SIGINT" ? 130 : 143));
+    };
+    Deno.addSignalListener(name, listener);
+    return [name, listener];
+  });
+}
+
+/** Runs every cleanup and stops listening for signals: the benchmark is over. */
+export async function endBench(): Promise<void> {
+  await cleanUp();
+  for (const [name, listener] of listeners) Deno.removeSignalListener(name, listener);
+  listeners = [];
+}
+
+/**
+ * Runs a benchmark's `body` between {@linkcode startBench} and
+ * {@linkcode endBench}: every cleanup runs when `body` ends or throws.
  *
  * @example
  * ```ts ignore
@@ -117,33 +162,11 @@ function knownFlags(usage: string): Set<string> {
  * });
  * ```
  */
-export async function runBench(
-  usage: string,
-  body: () => Promise<void>,
-  args: string[] = Deno.args,
-): Promise<void> {
-  if (args.includes("--help") || args.includes("-h")) {
-    console.log(usage);
-    return;
-  }
-  const known = knownFlags(usage);
-  const unknown = args.find((arg) => arg.startsWith("-") && !known.has(arg));
-  if (unknown !== undefined) {
-    console.error(`unknown flag ${unknown}; --help lists the flags`);
-    Deno.exit(2);
-  }
-  const listeners = (["SIGINT", "SIGTERM"] as const).map((name) => {
-    const listener = () => {
-      console.error(`${name}: stopping child processes and removing temp directories`);
-      cleanUp().finally(() => Deno.exit(name === "SIGINT" ? 130 : 143));
-    };
-    Deno.addSignalListener(name, listener);
-    return [name, listener] as const;
-  });
+export async function runBench(usage: string, body: () => Promise<void>): Promise<void> {
+  startBench(usage);
   try {
     await body();
   } finally {
-    await cleanUp();
-    for (const [name, listener] of listeners) Deno.removeSignalListener(name, listener);
+    await endBench();
   }
 }
