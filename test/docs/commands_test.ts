@@ -1,0 +1,210 @@
+/**
+ * Every command README.md and docs/ show, run as a user would on a clean
+ * clone (the checkout's files copied outside the repository), on loopback.
+ * Each block is read from the markdown (`<!-- commands-test: NAME -->`), so
+ * a command edited there is the command run here; a line a test does not
+ * run is named in it verbatim, so editing that line fails the test too.
+ *
+ * Where a documented command cannot run as written, the nearest local
+ * equivalent runs: the documented ports are swapped for free ones (a shared
+ * machine may hold them), `/tmp/wasmkeep-bucket` for a bucket of the test's
+ * own, and `jsr:@wasmkeep/cli` for the clone's `mod.ts`.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import {
+  checkCurl,
+  cleanClone,
+  command,
+  freePort,
+  freePorts,
+  markedBlock,
+  ROOT,
+  runLine,
+  startServer,
+} from "./doc_commands.ts";
+
+const clone = await cleanClone();
+const scratch = await Deno.makeTempDir({ prefix: "wasmkeep-doc-commands-" });
+const DENO_JSON = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`));
+globalThis.addEventListener("unload", () => {
+  for (const dir of [clone, scratch]) Deno.removeSync(dir, { recursive: true });
+});
+
+/** `wasmkeep` installed from the clone as the README says, once, into `scratch/install`. */
+let installed: string | undefined;
+async function installWasmkeep(): Promise<string> {
+  if (installed !== undefined) return installed;
+  const [install, help, jsrLine] = await markedBlock("README.md", "install");
+  assert.equal(command(install), "deno install -g -A -n wasmkeep --config deno.json main.ts");
+  // --root keeps the test's install out of ~/.deno.
+  const out = await runLine(`${command(install)} --root ${scratch}/install`, clone);
+  assert.equal(out.code, 0, out.stderr);
+  installed = `${scratch}/install/bin`;
+  assert.equal(jsrLine, undefined, "the install block holds two lines");
+  const helped = await runLine(command(help), scratch, {
+    PATH: `${installed}:${Deno.env.get("PATH")}`,
+  });
+  assert.equal(helped.code, 0, helped.stderr);
+  assert.match(helped.stdout, /^WasmKeep \S+: durable WebAssembly actors/);
+  return installed;
+}
+
+function pathWith(bin: string): Record<string, string> {
+  return { PATH: `${bin}:${Deno.env.get("PATH")}` };
+}
+
+Deno.test("README: the wasmkeep command, installed from a clone, and the JSR form names the package's ./cli export", async () => {
+  await installWasmkeep();
+  const text = await Deno.readTextFile(`${ROOT}README.md`);
+  const jsr = text.match(/deno install -g -A -n wasmkeep (jsr:\S+)/)?.[1];
+  assert.equal(jsr, `jsr:${DENO_JSON.name}/cli`);
+  assert.equal(DENO_JSON.exports["./cli"], "./main.ts");
+});
+
+Deno.test("README: deno task demo, the requests shown, Ctrl-C and start again", async () => {
+  const [demo, test] = await markedBlock("README.md", "demo");
+  assert.equal(command(demo), "deno task demo");
+  // The whole suite is what CI runs around this test.
+  assert.equal(command(test), "deno task test");
+  const requests = await markedBlock("README.md", "demo-requests");
+  // The task's own command, its port swapped for a free one as the requests' are.
+  const task = `${DENO_JSON.tasks.demo}`;
+  const { lines, ports } = freePorts([task, ...requests]);
+  const port = ports.get(8080);
+  assert.ok(port !== undefined, `the demo does not listen on 8080: ${task}`);
+  const [serve, ...curls] = lines;
+  let node = await startServer(serve, port, clone);
+  try {
+    for (const line of curls) await checkCurl(line, clone);
+    // Ctrl-C, then the same command again: the next POST answers 3.
+    const stopped = await node.stop("SIGINT");
+    assert.equal(stopped.code, 0, node.logs());
+    node = await startServer(serve, port, clone);
+    const post = curls.find((line) => command(line).startsWith("curl -X POST"))!;
+    const again = await runLine(command(post), clone);
+    assert.equal(again.stdout.trim(), "3");
+  } finally {
+    await node.stop();
+  }
+});
+
+Deno.test("README: a cluster on one machine, its requests, cluster status, and the library snippet on its bucket", async () => {
+  const block = await markedBlock("README.md", "cluster");
+  const [assign, ...rest] = block;
+  assert.match(command(assign), /^B=file:\/\/\/tmp\/wasmkeep-bucket$/);
+  // The test's own bucket in place of a shared /tmp path.
+  const env = { B: `file://${scratch}/cluster-bucket` };
+  const { lines, ports } = freePorts(rest);
+  const servers = lines.filter((line) => command(line).endsWith("&"));
+  assert.equal(servers.length, 2);
+  const listenOf = (line: string) => Number(line.match(/--listen 127\.0\.0\.1:(\d+)/)![1]);
+  const nodes = await Promise.all(
+    servers.map((line) => startServer(command(line).slice(0, -1), listenOf(line), clone, env)),
+  );
+  try {
+    for (const line of lines) {
+      if (servers.includes(line) || command(line) === "") continue;
+      if (command(line).startsWith("curl")) await checkCurl(line, clone);
+      else {
+        assert.match(command(line), /^deno run -A main\.ts cluster status --bucket \$B$/);
+        const out = await runLine(command(line), clone, env);
+        assert.equal(out.code, 0, out.stderr);
+        assert.match(out.stdout, /\ba\b.*\blive\b/);
+        assert.match(out.stdout, /\bb\b.*\blive\b/);
+      }
+    }
+    assert.ok(ports.has(8081) && ports.has(8082), "the nodes listen on 8081 and 8082");
+
+    // The library snippet, from a program outside the repository, with the
+    // permissions the README gives it.
+    const snippet = (await markedBlock("README.md", "library")).join("\n");
+    const modUrl = new URL(`file://${clone}/mod.ts`).href;
+    const program = snippet.replace(`"jsr:@wasmkeep/cli"`, JSON.stringify(modUrl))
+      .replace("file:///tmp/wasmkeep-bucket", env.B);
+    assert.notEqual(program, snippet);
+    assert.ok(program.includes(modUrl) && program.includes(env.B), program);
+    const consumer = await Deno.makeTempDir({ prefix: "wasmkeep-consumer-" });
+    await Deno.writeTextFile(`${consumer}/status.ts`, program + "\n");
+    const [fileRun, s3Run] = await markedBlock("README.md", "library-run");
+    assert.equal(command(fileRun), "deno run --allow-read status.ts");
+    // Needs an S3 store; the file:// line is what runs here.
+    assert.equal(command(s3Run), "deno run --allow-read --allow-env --allow-net status.ts");
+    const out = await runLine(command(fileRun), consumer);
+    assert.equal(out.code, 0, out.stderr);
+    const printed = out.stdout.trim().split("\n").map((line) => line.split(" ").slice(0, 2));
+    assert.deepEqual(printed.sort(), [["a", "true"], ["b", "true"]]);
+    await Deno.remove(consumer, { recursive: true });
+  } finally {
+    await Promise.all(nodes.map((node) => node.stop()));
+  }
+});
+
+Deno.test("docs/deploying.md: the walk-through, with the installed wasmkeep", async () => {
+  const bin = await installWasmkeep();
+  const block = await markedBlock("docs/deploying.md", "walk-through");
+  const port = freePort();
+  const dir = clone;
+  const env = pathWith(bin);
+  let node: Awaited<ReturnType<typeof startServer>> | undefined;
+  try {
+    for (const line of block) {
+      const cmd = command(line);
+      if (cmd.startsWith("wasmkeep serve")) {
+        // serve's default listener is 127.0.0.1:8080: a free port instead.
+        node = await startServer(`${cmd} --listen 127.0.0.1:${port}`, port, dir, env);
+      } else if (cmd.startsWith("curl")) {
+        await checkCurl(line.replace("localhost:8080", `localhost:${port}`), dir);
+      } else {
+        const out = await runLine(cmd, dir, env);
+        assert.equal(out.code, 0, `${cmd}: ${out.stderr}`);
+      }
+    }
+    assert.ok(node !== undefined, "the walk-through starts a node");
+  } finally {
+    await node?.stop();
+  }
+});
+
+Deno.test("README: deno task sim --seeds 5 and deno task bench --quick pass on a clean clone", async () => {
+  const lines = await markedBlock("README.md", "development");
+  const run = ["deno task sim --seeds 5", "deno task bench --quick"];
+  // CI runs these around this test (test, fmt, lint, check), and the full
+  // benchmark is the long run --quick stands for.
+  const notRun = [
+    "deno task test",
+    "deno task fmt && deno task lint && deno task check",
+    "deno task bench",
+  ];
+  assert.deepEqual(lines.map(command).sort(), [...run, ...notRun].sort());
+  const [sim, bench] = await Promise.all(run.map((line) => runLine(line, clone)));
+  assert.equal(sim.code, 0, sim.stdout.slice(-2000) + sim.stderr.slice(-2000));
+  assert.match(sim.stdout, /^5 seeds from 1: 0 failed/m);
+  assert.equal(bench.code, 0, bench.stderr.slice(-3000));
+  assert.match(bench.stdout, /^--quick: a short run/m);
+  assert.match(bench.stdout, /WasmKeep per resident actor/);
+});
+
+Deno.test("README: deno task compile, offline and without DENORT_BIN, prints the documented line and makes no dist/", async () => {
+  const [documented] = await markedBlock("README.md", "compile-offline");
+  const denoDir = await Deno.makeTempDir({ prefix: "wasmkeep-empty-deno-dir-" });
+  // Offline: an empty DENO_DIR (no denort kept) and a proxy nothing listens on.
+  const env = {
+    DENO_DIR: denoDir,
+    HTTPS_PROXY: `http://127.0.0.1:${freePort()}`,
+    DENORT_BIN: "",
+  };
+  try {
+    const out = await runLine("deno task compile", clone, env);
+    assert.equal(out.code, 1, out.stderr);
+    assert.ok(
+      out.stderr.includes(documented.replaceAll("2.9.6", Deno.version.deno)),
+      `not the documented line:\n${out.stderr}`,
+    );
+    await assert.rejects(Deno.stat(`${clone}/dist`), Deno.errors.NotFound);
+  } finally {
+    await Deno.remove(denoDir, { recursive: true });
+  }
+});
