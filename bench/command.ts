@@ -104,6 +104,8 @@ function knownFlags(usage: string): Set<string> {
 }
 
 let listeners: [Deno.Signal, () => void][] = [];
+/** Set by SIGINT or SIGTERM: the cleanups under way, then the exit. */
+let interrupted: Promise<void> | undefined;
 
 /**
  * Reads the shared command line at a benchmark's start: `--help` or `-h`
@@ -135,16 +137,22 @@ export function startBench(usage: string, args: string[] = Deno.args): void {
   }
   listeners = (["SIGINT", "SIGTERM"] as const).map((name) => {
     const listener = () => {
+      if (interrupted !== undefined) return;
       console.error(`${name}: stopping child processes and removing temp directories`);
-      cleanUp().finally(() => Deno.exit(name === "SIGINT" ? 130 : 143));
+      interrupted = cleanUp().finally(() => Deno.exit(name === "SIGINT" ? 130 : 143));
     };
     Deno.addSignalListener(name, listener);
     return [name, listener];
   });
 }
 
-/** Runs every cleanup and stops listening for signals: the benchmark is over. */
+/**
+ * Runs every cleanup and stops listening for signals: the benchmark is over.
+ * After a signal it waits for that signal's cleanups and exit instead: a
+ * step failing because its child process was stopped is not the outcome.
+ */
 export async function endBench(): Promise<void> {
+  if (interrupted !== undefined) return await interrupted;
   await cleanUp();
   for (const [name, listener] of listeners) Deno.removeSignalListener(name, listener);
   listeners = [];

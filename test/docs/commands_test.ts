@@ -112,8 +112,9 @@ Deno.test("README: a cluster on one machine, its requests, cluster status, and t
         assert.match(command(line), /^deno run -A main\.ts cluster status --bucket \$B$/);
         const out = await runLine(command(line), clone, env);
         assert.equal(out.code, 0, out.stderr);
-        assert.match(out.stdout, /\ba\b.*\blive\b/);
-        assert.match(out.stdout, /\bb\b.*\blive\b/);
+        assert.match(out.stdout, /^a +yes /m);
+        assert.match(out.stdout, /^b +yes /m);
+        assert.match(out.stdout, /^2 of 2 nodes live; TLS: 2 with a cluster listener/m);
       }
     }
     assert.ok(ports.has(8081) && ports.has(8082), "the nodes listen on 8081 and 8082");
@@ -187,10 +188,26 @@ Deno.test("README: deno task sim --seeds 5 and deno task bench --quick pass on a
   assert.match(bench.stdout, /WasmKeep per resident actor/);
 });
 
+/** A DENO_DIR holding the machine's own caches (linked), all but the downloads `dl/`. */
+async function denoDirWithoutDenort(): Promise<string> {
+  const info = await new Deno.Command(Deno.execPath(), {
+    args: ["info", "--json"],
+    stdout: "piped",
+  })
+    .output();
+  const real: string = JSON.parse(new TextDecoder().decode(info.stdout)).denoDir;
+  const dir = await Deno.makeTempDir({ prefix: "wasmkeep-deno-dir-" });
+  for await (const entry of Deno.readDir(real)) {
+    if (entry.name !== "dl") await Deno.symlink(`${real}/${entry.name}`, `${dir}/${entry.name}`);
+  }
+  return dir;
+}
+
 Deno.test("README: deno task compile, offline and without DENORT_BIN, prints the documented line and makes no dist/", async () => {
   const [documented] = await markedBlock("README.md", "compile-offline");
-  const denoDir = await Deno.makeTempDir({ prefix: "wasmkeep-empty-deno-dir-" });
-  // Offline: an empty DENO_DIR (no denort kept) and a proxy nothing listens on.
+  // Offline: a DENO_DIR with the machine's caches but no denort kept (no dl/),
+  // and a proxy nothing listens on.
+  const denoDir = await denoDirWithoutDenort();
   const env = {
     DENO_DIR: denoDir,
     HTTPS_PROXY: `http://127.0.0.1:${freePort()}`,
