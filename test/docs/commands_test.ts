@@ -15,6 +15,7 @@
 
 import assert from "node:assert/strict";
 import {
+  type Background,
   checkCurl,
   cleanClone,
   command,
@@ -23,6 +24,7 @@ import {
   markedBlock,
   ROOT,
   runLine,
+  shBlocks,
   startServer,
 } from "./doc_commands.ts";
 
@@ -143,30 +145,56 @@ Deno.test("README: a cluster on one machine, its requests, cluster status, and t
   }
 });
 
-Deno.test("docs/deploying.md: the walk-through, with the installed wasmkeep", async () => {
-  const bin = await installWasmkeep();
-  const block = await markedBlock("docs/deploying.md", "walk-through");
+/**
+ * Runs a block's lines in `cwd` in order: `serve` in the background on a
+ * free port (in place of its `--listen`, or of the default 127.0.0.1:8080),
+ * `curl` checked against its comment, anything else to a zero exit.
+ * `deno task demo` is the task's command. Returns the servers it started,
+ * all stopped by then.
+ */
+async function runBlock(lines: string[], cwd: string, env: Record<string, string> = {}) {
   const port = freePort();
-  const dir = clone;
-  const env = pathWith(bin);
-  let node: Awaited<ReturnType<typeof startServer>> | undefined;
+  const servers: Background[] = [];
   try {
-    for (const line of block) {
-      const cmd = command(line);
-      if (cmd.startsWith("wasmkeep serve")) {
-        // serve's default listener is 127.0.0.1:8080: a free port instead.
-        node = await startServer(`${cmd} --listen 127.0.0.1:${port}`, port, dir, env);
+    for (const line of lines) {
+      let cmd = command(line);
+      if (cmd === "") continue;
+      if (cmd === "deno task demo") cmd = DENO_JSON.tasks.demo;
+      if (/ serve /.test(cmd)) {
+        cmd = /--listen \S+/.test(cmd)
+          ? cmd.replace(/--listen \S+/, `--listen 127.0.0.1:${port}`)
+          : `${cmd} --listen 127.0.0.1:${port}`;
+        servers.push(await startServer(cmd, port, cwd, env));
       } else if (cmd.startsWith("curl")) {
-        await checkCurl(line.replace("localhost:8080", `localhost:${port}`), dir);
+        await checkCurl(line.replace("localhost:8080", `localhost:${port}`), cwd);
       } else {
-        const out = await runLine(cmd, dir, env);
+        const out = await runLine(cmd, cwd, env);
         assert.equal(out.code, 0, `${cmd}: ${out.stderr}`);
       }
     }
-    assert.ok(node !== undefined, "the walk-through starts a node");
   } finally {
-    await node?.stop();
+    for (const server of servers) await server.stop();
   }
+  return servers.length;
+}
+
+Deno.test("docs/deploying.md: the walk-through, with the installed wasmkeep", async () => {
+  const bin = await installWasmkeep();
+  const block = await markedBlock("docs/deploying.md", "walk-through");
+  assert.equal(await runBlock(block, clone, pathWith(bin)), 1, "the walk-through starts a node");
+});
+
+Deno.test("examples: the counter's and the greeter's commands", async () => {
+  const bin = await installWasmkeep();
+  const [counter, build] = await shBlocks("examples/counter/README.md");
+  assert.equal(command(counter[0]), "deno task demo");
+  // Rebuilding needs clang and lld; the built .wasm files are committed.
+  assert.deepEqual(build, ["deno run -A examples/build.ts"]);
+  await Deno.remove(`${clone}/.wasmkeep/demo`, { recursive: true }).catch(() => {});
+  assert.equal(await runBlock(counter, clone), 1);
+  const [greeter] = await shBlocks("examples/greeter/README.md");
+  assert.match(command(greeter[1]), /^wasmkeep serve --actor greeter=/);
+  assert.equal(await runBlock(greeter, clone, pathWith(bin)), 1);
 });
 
 Deno.test("README: deno task sim --seeds 5 and deno task bench --quick pass on a clean clone", async () => {
@@ -224,4 +252,33 @@ Deno.test("README: deno task compile, offline and without DENORT_BIN, prints the
   } finally {
     await Deno.remove(denoDir, { recursive: true });
   }
+});
+
+Deno.test("every deno task sim command in README.md and docs/ uses flags and variants the simulator lists", async () => {
+  const help = await runLine("deno task sim --help", ROOT);
+  const variants = await runLine("deno task sim --variants", ROOT);
+  assert.equal(help.code, 0, help.stderr);
+  assert.equal(variants.code, 0, variants.stderr);
+  const files = ["README.md"];
+  for await (const entry of Deno.readDir(`${ROOT}docs`)) {
+    if (entry.name.endsWith(".md")) files.push(`docs/${entry.name}`);
+  }
+  let checked = 0;
+  for (const file of files) {
+    for (const block of await shBlocks(file)) {
+      for (const line of block) {
+        const sim = command(line).match(/deno task sim\b([^>&;]*)/)?.[1];
+        if (sim === undefined) continue;
+        for (const flag of sim.match(/--[a-z][a-z-]*/g) ?? []) {
+          assert.ok(help.stdout.includes(`  ${flag} `), `${file}: ${line}: no ${flag}`);
+        }
+        const variant = sim.match(/--variant (\S+)/)?.[1];
+        if (variant !== undefined) {
+          assert.match(variants.stdout, new RegExp(`^\\s*${variant}\\b`, "m"), `${file}: ${line}`);
+        }
+        checked++;
+      }
+    }
+  }
+  assert.ok(checked >= 8, `only ${checked} sim commands found`);
 });

@@ -35,6 +35,23 @@ export async function markedBlock(file: string, name: string): Promise<string[]>
     .filter((line) => line.trim() !== "");
 }
 
+/**
+ * The lines of every ```sh block of `file`, each block's first line the
+ * way to tell it: for docs no marker has been put in yet.
+ *
+ * @example
+ * ```ts ignore
+ * import { shBlocks } from "./doc_commands.ts";
+ * const blocks = await shBlocks("examples/greeter/README.md");
+ * ```
+ */
+export async function shBlocks(file: string): Promise<string[][]> {
+  const text = await Deno.readTextFile(`${ROOT}${file}`);
+  return [...text.matchAll(/```sh\n([\s\S]*?)\n```/g)].map((block) =>
+    block[1].replaceAll("\\\n", " ").split("\n").filter((line) => line.trim() !== "")
+  );
+}
+
 /** A line without its trailing `# comment`; a comment line is "". */
 export function command(line: string): string {
   if (line.trim().startsWith("#")) return "";
