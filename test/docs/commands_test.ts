@@ -282,3 +282,39 @@ Deno.test("every deno task sim command in README.md and docs/ uses flags and var
   }
   assert.ok(checked >= 8, `only ${checked} sim commands found`);
 });
+
+Deno.test("every wasmkeep command in README.md, docs/ and the examples uses flags its --help lists", async () => {
+  const helps = new Map<string, string>();
+  const files = ["README.md"];
+  for (const dir of ["docs", "examples"]) {
+    for await (const entry of Deno.readDir(`${ROOT}${dir}`)) {
+      if (entry.name.endsWith(".md")) files.push(`${dir}/${entry.name}`);
+      if (entry.isDirectory) {
+        const readme = `${dir}/${entry.name}/README.md`;
+        if (await Deno.stat(`${ROOT}${readme}`).then(() => true, () => false)) files.push(readme);
+      }
+    }
+  }
+  let checked = 0;
+  for (const file of files) {
+    for (const block of await shBlocks(file)) {
+      for (const line of block) {
+        const match = command(line).match(
+          /(?:^|&& )(?:wasmkeep|deno run -A main\.ts) ((?:cluster )?[a-z]+)(.*)$/,
+        );
+        if (!match) continue;
+        const [, sub, rest] = match;
+        if (!helps.has(sub)) {
+          const help = await runLine(`deno run -A main.ts ${sub} --help`, ROOT);
+          assert.equal(help.code, 0, `${file}: ${sub} --help: ${help.stderr}`);
+          helps.set(sub, help.stdout);
+        }
+        for (const flag of rest.match(/(?<=\s)--[a-z][a-z-]*/g) ?? []) {
+          assert.ok(helps.get(sub)!.includes(flag), `${file}: ${command(line)}: no ${flag}`);
+        }
+        checked++;
+      }
+    }
+  }
+  assert.ok(checked >= 12, `only ${checked} wasmkeep commands found`);
+});
