@@ -9,6 +9,7 @@
 
 import assert from "node:assert/strict";
 import { cleanClone, command, freePort, markedBlock, runLine } from "./doc_commands.ts";
+import { cachedDenortPath, findDenort, offlineMessage } from "../../tools/check_denort.ts";
 
 const clone = await cleanClone();
 globalThis.addEventListener("unload", () => Deno.removeSync(clone, { recursive: true }));
@@ -67,5 +68,41 @@ Deno.test("README: deno task compile, offline and without DENORT_BIN, prints the
     await assert.rejects(Deno.stat(`${clone}/dist`), Deno.errors.NotFound);
   } finally {
     await Deno.remove(denoDir, { recursive: true });
+  }
+});
+
+Deno.test("the compile task's check finds denort where deno compile does: DENORT_BIN, then DENO_DIR, then dl.deno.land", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "wasmkeep-denort-" });
+  const probe = {
+    denoDir: dir,
+    version: "2.9.6",
+    target: "x86_64-unknown-linux-gnu",
+    reachable: () => Promise.resolve(false),
+  };
+  try {
+    assert.deepEqual(await findDenort(probe), { ok: false, message: offlineMessage("2.9.6") });
+    const asked: string[] = [];
+    const online = await findDenort({
+      ...probe,
+      reachable: (url) => (asked.push(url), Promise.resolve(true)),
+    });
+    assert.equal(online.ok && online.from, "dl.deno.land");
+    assert.deepEqual(asked, [
+      "https://dl.deno.land/release/v2.9.6/denort-x86_64-unknown-linux-gnu.zip",
+    ]);
+    const cached = cachedDenortPath(dir, "2.9.6", "x86_64-unknown-linux-gnu");
+    await Deno.mkdir(cached.slice(0, cached.lastIndexOf("/")), { recursive: true });
+    await Deno.writeFile(cached, new Uint8Array([0x50, 0x4b]));
+    assert.deepEqual(await findDenort(probe), { ok: true, from: "DENO_DIR", where: cached });
+    await Deno.writeFile(`${dir}/denort`, new Uint8Array([0x7f]));
+    assert.deepEqual(await findDenort({ ...probe, denortBin: `${dir}/denort` }), {
+      ok: true,
+      from: "DENORT_BIN",
+      where: `${dir}/denort`,
+    });
+    const missing = await findDenort({ ...probe, denortBin: `${dir}/nope` });
+    assert.ok(!missing.ok && missing.message.includes(`DENORT_BIN names ${dir}/nope`));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
 });
