@@ -130,7 +130,8 @@ export function startBench(usage: string, args: string[] = Deno.args): void {
     Deno.exit(0);
   }
   const known = knownFlags(usage);
-  const unknown = args.find((arg) => arg.startsWith("-") && !known.has(arg));
+  // `--flag=value` is the flag's; a value of its own may start with "-" that way.
+  const unknown = args.find((arg) => arg.startsWith("-") && !known.has(arg.split("=")[0]));
   if (unknown !== undefined) {
     console.error(`unknown flag ${unknown}; --help lists the flags`);
     Deno.exit(2);
