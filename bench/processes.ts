@@ -138,7 +138,9 @@ export async function runLoadProcess(spec: LoadSpec): Promise<LoadResult> {
   if (!output.success) {
     throw new Error(`the load generator failed:\n${new TextDecoder().decode(output.stderr)}`);
   }
-  return JSON.parse(stdout.trim().split("\n").pop()!) as LoadResult;
+  // A window that measured nothing (a short --quick one on a busy machine) has
+  // NaN quantiles, which JSON carries as null.
+  return JSON.parse(stdout.trim().split("\n").pop()!, (_, value) => value === null ? NaN : value);
 }
 
 /** A field of `/proc/PID/status` in KiB (e.g. `VmRSS`, `VmHWM`). */
