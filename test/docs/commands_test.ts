@@ -129,7 +129,9 @@ Deno.test("README: a cluster on one machine, its requests, cluster status, and t
       .replace("file:///tmp/wasmkeep-bucket", env.B);
     assert.notEqual(program, snippet);
     assert.ok(program.includes(modUrl) && program.includes(env.B), program);
-    const consumer = await Deno.makeTempDir({ prefix: "wasmkeep-consumer-" });
+    // Outside the repository and the clone; removed with the scratch directory.
+    const consumer = `${scratch}/consumer`;
+    await Deno.mkdir(consumer);
     await Deno.writeTextFile(`${consumer}/status.ts`, program + "\n");
     const [fileRun, s3Run] = await markedBlock("README.md", "library-run");
     assert.equal(command(fileRun), "deno run --allow-read status.ts");
@@ -139,7 +141,6 @@ Deno.test("README: a cluster on one machine, its requests, cluster status, and t
     assert.equal(out.code, 0, out.stderr);
     const printed = out.stdout.trim().split("\n").map((line) => line.split(" ").slice(0, 2));
     assert.deepEqual(printed.sort(), [["a", "true"], ["b", "true"]]);
-    await Deno.remove(consumer, { recursive: true });
   } finally {
     await Promise.all(nodes.map((node) => node.stop()));
   }
