@@ -185,7 +185,7 @@ Deno.test("docs/deploying.md: the walk-through, with the installed wasmkeep", as
   assert.equal(await runBlock(block, clone, pathWith(bin)), 1, "the walk-through starts a node");
 });
 
-Deno.test("examples: the counter's and the greeter's commands", async () => {
+Deno.test("examples: the counter's, the key-value store's and the greeter's commands", async () => {
   const bin = await installWasmkeep();
   const [counter, build] = await shBlocks("examples/counter/README.md");
   assert.equal(command(counter[0]), "deno task demo");
@@ -193,6 +193,11 @@ Deno.test("examples: the counter's and the greeter's commands", async () => {
   assert.deepEqual(build, ["deno run -A examples/build.ts"]);
   await Deno.remove(`${clone}/.wasmkeep/demo`, { recursive: true }).catch(() => {});
   assert.equal(await runBlock(counter, clone), 1);
+  const [kv, kvBuild] = await shBlocks("examples/kv/README.md");
+  assert.deepEqual(kvBuild, ["deno run -A examples/build.ts"]);
+  // The line that stores a photo needs one.
+  await Deno.writeFile(`${clone}/photo.jpg`, new Uint8Array([0xff, 0xd8, 0xff, 0xd9]));
+  assert.equal(await runBlock(kv, clone), 1);
   const [greeter] = await shBlocks("examples/greeter/README.md");
   assert.match(command(greeter[1]), /^wasmkeep serve --actor greeter=/);
   assert.equal(await runBlock(greeter, clone, pathWith(bin)), 1);
