@@ -5,8 +5,7 @@
  * executors apart) printed. Rounds alternate the order, so a noisy machine
  * hits every tree alike. CPU per request is steadier than req/s here.
  *
- * Usage: `deno run -A bench/ab.ts [--baseline] [--rounds 5] [--seconds 3] [--case hot|spread|both] ROOT...`
- * (each ROOT a checkout with `main.ts`; `.` for this one).
+ * The flags are in {@linkcode USAGE} (`--help` prints it).
  *
  * @module
  */
@@ -21,9 +20,27 @@ import {
   stopAll,
   treeCpuMs,
 } from "./processes.ts";
+import { benchTempDir, endBench, QUICK, startBench } from "./command.ts";
 
-const rounds = Number(flag("rounds") ?? 5);
-const seconds = Number(flag("seconds") ?? 3);
+/** What `--help` prints. */
+export const USAGE =
+  `Usage: deno run -A bench/ab.ts [--quick] [--baseline] [--rounds N] [--seconds N]
+         [--case hot|spread|both] ROOT...
+
+Throughput and CPU per request of WasmKeep checkouts under the counter load, in turn, rounds
+alternating the order. Each ROOT a checkout with main.ts; . for this one.
+
+  --quick        a short run (1 round of 1 s) that shows it works
+  --baseline     the counter baseline too
+  --rounds N     rounds (default 5)
+  --seconds N    measured seconds of each case (default 3)
+  --case CASE    hot, spread or both (default both)
+  -h, --help     show this help`;
+
+startBench(USAGE);
+
+const rounds = Number(flag("rounds") ?? (QUICK ? 1 : 5));
+const seconds = Number(flag("seconds") ?? (QUICK ? 1 : 3));
 const which = flag("case") ?? "both";
 const valued = new Set(["--rounds", "--seconds", "--case"]);
 const roots = Deno.args.filter((arg, i) =>
@@ -78,7 +95,7 @@ const cases: [string, string[]][] = [];
 if (which !== "spread") cases.push(["hot", ["hot"]]);
 if (which !== "hot") cases.push(["spread", Array.from({ length: 1000 }, (_, i) => `s${i}`)]);
 
-const tmp = await Deno.makeTempDir({ prefix: "wasmkeep-ab-", dir: "/dev/shm" });
+const tmp = await benchTempDir({ prefix: "wasmkeep-ab-", dir: "/dev/shm" });
 const results = new Map<string, { rps: number; main: number; children: number }[]>();
 try {
   // All servers run throughout (idle while another is loaded), so rounds are
@@ -121,7 +138,7 @@ try {
   }
 } finally {
   await stopAll();
-  await Deno.remove(tmp, { recursive: true });
+  await endBench();
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1];

@@ -15,19 +15,30 @@
  *   that happened in the window. Target: one listing call a run, no read
  *   of an entry.
  *
- * Usage: `deno run -A bench/alarm_bench.ts [--actors N] [--pending N]`
- * (defaults 200 and 100,000; about two minutes, most of it writing the
- * pending entries).
+ * The flags are in {@linkcode USAGE} (`--help` prints it).
  *
  * @module
  */
 
 import { flag, startBenchNode, stopAll } from "./processes.ts";
+import { benchTempDir, onCleanup, QUICK, runBench } from "./command.ts";
 import { type RequestCounts, startCountingProxy } from "../test/helpers/counting_proxy.ts";
 import { startMoto } from "../test/helpers/moto.ts";
 import { openBucket } from "../src/bucket/open.ts";
 import { alarmKey } from "../src/bucket/keys.ts";
 import { ALARM_SWEEP_MS } from "../src/limits.ts";
+
+/** What `--help` prints. */
+export const USAGE = `Usage: deno run -A bench/alarm_bench.ts [--quick] [--actors N] [--pending N]
+
+The requests to the bucket per alarm set and fired, and of the alarm sweep over pending
+alarms, counted on moto behind a counting proxy (about two minutes, most of it writing the
+pending entries). Needs Python with moto[server].
+
+  --quick       a short run (20 actors, 500 pending) that shows the benchmark works
+  --actors N    actors that set and fire an alarm each (default 200)
+  --pending N   index entries written for the sweep (default 100000)
+  -h, --help    show this help`;
 
 const PREFIX = "bench";
 const PARALLEL = 16;
@@ -68,11 +79,13 @@ function perAlarm(counts: RequestCounts, background: RequestCounts, alarms: numb
 }
 
 async function main(): Promise<void> {
-  const actors = Number(flag("actors") ?? 200);
-  const pending = Number(flag("pending") ?? 100_000);
+  const actors = Number(flag("actors") ?? (QUICK ? 20 : 200));
+  const pending = Number(flag("pending") ?? (QUICK ? 500 : 100_000));
   const moto = await startMoto();
+  onCleanup(() => moto.stop());
   const proxy = startCountingProxy(moto.endpoint, moto.bucket, `${PREFIX}/`);
-  const dir = await Deno.makeTempDir({ prefix: "wk-alarm-bench-" });
+  onCleanup(() => proxy.stop().catch(() => {}));
+  const dir = await benchTempDir({ prefix: "wk-alarm-bench-" });
   for (const [name, value] of Object.entries(moto.env)) Deno.env.set(name, value);
   Deno.env.set("AWS_ENDPOINT", proxy.endpoint);
   const lines: string[] = [
@@ -175,9 +188,8 @@ async function main(): Promise<void> {
     await stopAll();
     await proxy.stop().catch(() => {});
     await moto.stop();
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
   console.log(lines.join("\n"));
 }
 
-if (import.meta.main) await main();
+if (import.meta.main) await runBench(USAGE, main);

@@ -6,29 +6,14 @@
  * 10,000 resident counter actors, and of each part of one alone
  * (`memory_parts.ts`). Stops by itself and removes what it made.
  *
- * Usage: `deno run -A bench/counter_bench.ts [--rounds N] [--data-root DIR] [--wasmkeep-root DIR] [--executors N] [--json FILE]`
- *
- * `--rounds N` (default 1) measures each throughput case N times, WasmKeep
- * and the baseline alternating which goes first, and reports the median of
- * the N ratios: on a shared machine one round's baseline alone moves by a
- * fifth from run to run.
- *
- * `--executors N` passes `--executors N` to WasmKeep's `serve` (default: its
- * own, one per core).
- *
- * `--wasmkeep-root` is the checkout whose `main.ts` is benchmarked (default:
- * this one, as it is on disk); the baseline and the memory parts always
- * come from this one.
- *
- * `--data-root` is where the servers' data directories go; by default
- * `/dev/shm` when it exists (see docs/performance.md for why), else the
- * system's temporary directory.
+ * The flags are in {@linkcode USAGE} (`--help` prints it).
  *
  * @module
  */
 
 import type { LoadResult, LoadSpec } from "./load_gen.ts";
 import { type PartResult, PARTS } from "./memory_parts.ts";
+import { benchTempDir, QUICK, runBench, spawnTracked } from "./command.ts";
 import {
   cpuModel,
   defaultDataRoot,
@@ -45,18 +30,37 @@ import {
   treeMemory,
 } from "./processes.ts";
 
+/** What `--help` prints. */
+export const USAGE =
+  `Usage: deno run -A bench/counter_bench.ts [--quick] [--rounds N] [--data-root DIR]
+         [--wasmkeep-root DIR] [--executors N] [--json FILE]
+
+WasmKeep serving examples/counter/counter.wasm against a Deno.serve + node:sqlite
+baseline, then the memory of resident actors and of each part alone (about 60 s).
+
+  --quick              a short run (about 30 s) that shows the benchmark works; figures not to quote
+  --rounds N           each throughput case N times, WasmKeep and the baseline alternating which
+                       goes first; the median of the N ratios (default 1)
+  --data-root DIR      where the servers' data directories go (default /dev/shm when it exists,
+                       else the system's temporary directory)
+  --wasmkeep-root DIR  the checkout whose main.ts is benchmarked (default this one); the baseline
+                       and the memory parts always come from this one
+  --executors N        passes --executors N to WasmKeep's serve (default its own, one per core)
+  --json FILE          also writes the results to FILE
+  -h, --help           show this help`;
+
 /** Concurrent connections of the load generator. */
 export const CONNECTIONS = 32;
 /** Warm-up of each throughput case, ms (not measured). */
-export const WARMUP_MS = 2_000;
+export const WARMUP_MS = QUICK ? 1_000 : 2_000;
 /** Measured window of each throughput case, ms. */
-export const DURATION_MS = 5_000;
+export const DURATION_MS = QUICK ? 1_500 : 5_000;
 /** Actors of the spread case. */
-export const SPREAD_ACTORS = 1_000;
+export const SPREAD_ACTORS = QUICK ? 20 : 1_000;
 /** Resident actors of the memory case. */
-export const RESIDENT_ACTORS = 10_000;
+export const RESIDENT_ACTORS = QUICK ? 100 : 10_000;
 /** Items of each part in the memory micro-benchmark. */
-export const PART_COUNT = 5_000;
+export const PART_COUNT = QUICK ? 50 : 5_000;
 
 /** The targets of this stage. */
 export const TARGETS = { minThroughputRatio: 0.5, maxKiBPerResidentActor: 100 } as const;
@@ -227,19 +231,21 @@ async function memoryOf(
 
 async function memoryPart(part: PartResult["part"], dir: string): Promise<PartResult> {
   log(`memory part: ${PART_COUNT} ${part} alone`);
-  const output = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      "--v8-flags=--expose-gc",
-      `${ROOT}bench/memory_parts.ts`,
-      part,
-      String(PART_COUNT),
-      dir,
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
+  const output = await spawnTracked(
+    new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        "--v8-flags=--expose-gc",
+        `${ROOT}bench/memory_parts.ts`,
+        part,
+        String(PART_COUNT),
+        dir,
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }),
+  ).output();
   if (!output.success) {
     throw new Error(`memory_parts.ts ${part} failed:\n${new TextDecoder().decode(output.stderr)}`);
   }
@@ -257,6 +263,9 @@ const f2 = (n: number) => n.toFixed(2);
 
 function report(cases: Case[], memory: MemoryResult[], parts: PartResult[], dataRoot: string) {
   const lines: string[] = [];
+  if (QUICK) {
+    lines.push("--quick: a short run that shows the benchmark works; figures not to quote");
+  }
   lines.push(
     `Machine: ${navigator.hardwareConcurrency} cores (${cpuModel()}), Deno ${Deno.version.deno}, ` +
       `${new Date().toISOString()}, data on ${dataRoot}`,
@@ -341,19 +350,11 @@ function report(cases: Case[], memory: MemoryResult[], parts: PartResult[], data
 async function main() {
   const dataRoot = flag("data-root") ?? defaultDataRoot();
   const jsonFile = flag("json");
-  const tmp = await Deno.makeTempDir({ prefix: "wasmkeep-bench-", dir: dataRoot });
+  const tmp = await benchTempDir({ prefix: "wasmkeep-bench-", dir: dataRoot });
   const cases: Case[] = [];
   const memory: MemoryResult[] = [];
   const parts: PartResult[] = [];
   const started = performance.now();
-  const onSignal = () => {
-    log("interrupted; stopping the servers");
-    stopAll().finally(() => {
-      Deno.removeSync(tmp, { recursive: true });
-      Deno.exit(130);
-    });
-  };
-  Deno.addSignalListener("SIGINT", onSignal);
   try {
     log(`data in ${tmp}`);
     const [wasmkeep, baseline] = await Promise.all([
@@ -367,7 +368,7 @@ async function main() {
       for (
         const [caseName, actorNames] of [
           ["1 hot actor", [`hot${round}`]],
-          ["1,000 actors", spread],
+          [`${SPREAD_ACTORS.toLocaleString("en-US")} actors`, spread],
         ] as const
       ) {
         const order = round % 2 === 1 ? [wasmkeep, baseline] : [baseline, wasmkeep];
@@ -411,8 +412,6 @@ async function main() {
     }
   } finally {
     await stopAll();
-    Deno.removeSignalListener("SIGINT", onSignal);
-    await Deno.remove(tmp, { recursive: true });
   }
   const { text } = report(cases, memory, parts, dataRoot ?? "the temporary directory");
   console.log(text);
@@ -425,4 +424,4 @@ async function main() {
   }
 }
 
-if (import.meta.main) await main();
+if (import.meta.main) await runBench(USAGE, main);

@@ -22,17 +22,13 @@
  * first from round to round. CPU per request is read from `/proc/PID/stat`
  * of every server before and after each case.
  *
- * Usage: `deno run -A bench/forward_bench.ts [--rounds N] [--data-root DIR] [--wasmkeep-root DIR] [--json FILE]`
- * (about 45 s a round). `--wasmkeep-root` is the checkout whose `main.ts`
- * the nodes run (default: this one, as it is on disk); the echo, the proxy
- * and its `Forwarder` always come from this one. `--data-root` is where the
- * bucket and the data directories go (default `/dev/shm` when it exists).
- * Roles used internally: `--role echo`, `--role proxy --target URL`.
+ * The flags are in {@linkcode USAGE} (`--help` prints it).
  *
  * @module
  */
 
 import type { LoadResult, LoadSpec } from "./load_gen.ts";
+import { benchTempDir, QUICK, runBench } from "./command.ts";
 import {
   cpuModel,
   defaultDataRoot,
@@ -51,14 +47,32 @@ import { FileBucket } from "../src/bucket/file.ts";
 import { ownerKey } from "../src/bucket/keys.ts";
 import { DEFAULT_TENANT } from "../src/actors/key.ts";
 
+/** What `--help` prints. */
+export const USAGE =
+  `Usage: deno run -A bench/forward_bench.ts [--quick] [--rounds N] [--data-root DIR]
+         [--wasmkeep-root DIR] [--json FILE]
+
+A request forwarded from one node to the holder of its actor against the same request sent
+to the holder directly, and the hop alone outside WasmKeep (about 45 s a round).
+
+  --quick              a short run (about 30 s) that shows the benchmark works; figures not to quote
+  --rounds N           each case N times, direct and forwarded alternating which goes first (default 1)
+  --data-root DIR      where the bucket and the data directories go (default /dev/shm when it exists)
+  --wasmkeep-root DIR  the checkout whose main.ts the nodes run (default this one); the echo, the
+                       proxy and its Forwarder always come from this one
+  --json FILE          also writes the results to FILE
+  -h, --help           show this help
+
+Used internally, by the benchmark's own processes: --role echo, --role proxy --target URL.`;
+
 /** Connections of the latency case and of the throughput case. */
 export const CONNECTIONS = [1, 32] as const;
 /** Warm-up of each case, ms (not measured). */
-export const WARMUP_MS = 1_000;
+export const WARMUP_MS = QUICK ? 500 : 1_000;
 /** Measured window of each case, ms. */
-export const DURATION_MS = 4_000;
+export const DURATION_MS = QUICK ? 1_000 : 4_000;
 /** Sequential reads of the owner record timed in process. */
-export const RECORD_READS = 5_000;
+export const RECORD_READS = QUICK ? 500 : 5_000;
 
 const ACTOR = "fwd";
 const ACTOR_PATH = `/actor/testbed/${ACTOR}/rows`;
@@ -331,16 +345,8 @@ async function main() {
   const dataRoot = flag("data-root") ?? defaultDataRoot();
   const jsonFile = flag("json");
   const rounds = Math.max(1, Number(flag("rounds") ?? 1));
-  const tmp = await Deno.makeTempDir({ prefix: "wasmkeep-forward-", dir: dataRoot });
+  const tmp = await benchTempDir({ prefix: "wasmkeep-forward-", dir: dataRoot });
   const started = performance.now();
-  const onSignal = () => {
-    log("interrupted; stopping the servers");
-    stopAll().finally(() => {
-      Deno.removeSync(tmp, { recursive: true });
-      Deno.exit(130);
-    });
-  };
-  Deno.addSignalListener("SIGINT", onSignal);
   const cases: Case[] = [];
   let reads: RecordReads;
   try {
@@ -388,8 +394,9 @@ async function main() {
     }
   } finally {
     await stopAll();
-    Deno.removeSignalListener("SIGINT", onSignal);
-    await Deno.remove(tmp, { recursive: true });
+  }
+  if (QUICK) {
+    console.log("--quick: a short run that shows the benchmark works; figures not to quote");
   }
   console.log(report(cases, reads, dataRoot ?? "the temporary directory", rounds));
   console.log(`\nTook ${((performance.now() - started) / 1000).toFixed(0)} s.`);
@@ -405,5 +412,5 @@ if (import.meta.main) {
   const role = flag("role");
   if (role === "echo") runEcho();
   else if (role === "proxy") runProxy(flag("target")!);
-  else await main();
+  else await runBench(USAGE, main);
 }

@@ -6,8 +6,7 @@
  * the counter baseline of `counter_bench.ts`. No Wasm and no SQLite in the
  * hop case: whatever WasmKeep does per event comes on top of it.
  *
- * Usage: `deno run -A bench/hop_ceiling.ts` (about 30 s). Roles used
- * internally: `--role server --hop none|echo`, `--role echo SOCKET`.
+ * The flags are in {@linkcode USAGE} (`--help` prints it).
  *
  * @module
  */
@@ -15,6 +14,23 @@
 import { FrameSender, readFrames } from "../src/actors/frames.ts";
 import type { Plain } from "../src/actors/codec.ts";
 import { ROOT, runLoadProcess, startServer, stopAll } from "./processes.ts";
+import { benchTempDir, QUICK, runBench } from "./command.ts";
+
+/** What `--help` prints. */
+export const USAGE = `Usage: deno run -A bench/hop_ceiling.ts [--quick]
+
+The ceiling the process hop puts on throughput: a plain Deno.serve, the same sending each
+request to an echo process over a Unix socket, and the counter baseline (about 30 s).
+
+  --quick      a short run (1 s windows) that shows the benchmark works
+  -h, --help   show this help
+
+Used internally, by the benchmark's own processes: --role server --hop none|echo, --role echo SOCKET.`;
+
+/** Warm-up of each case, ms (not measured). */
+const WARMUP_MS = QUICK ? 500 : 2_000;
+/** Measured window of each case, ms. */
+const DURATION_MS = QUICK ? 1_000 : 5_000;
 
 interface EchoReply {
   seq: number;
@@ -36,6 +52,11 @@ async function runServer(hop: string) {
   let answer: (request: Request) => Promise<Response>;
   if (hop === "echo") {
     const dir = await Deno.makeTempDir();
+    // Stopped with SIGTERM by the benchmark: the socket's directory goes with it.
+    Deno.addSignalListener("SIGTERM", () => {
+      Deno.removeSync(dir, { recursive: true });
+      Deno.exit(143);
+    });
     const path = `${dir}/echo.sock`;
     const listener = Deno.listen({ transport: "unix", path });
     new Deno.Command(Deno.execPath(), {
@@ -94,17 +115,17 @@ async function measure(name: string, args: string[], ready: RegExp): Promise<num
       method: "POST",
       paths: ["/actor/counter/hot"],
       connections: 32,
-      warmupMs: 2000,
-      durationMs: 5000,
+      warmupMs: WARMUP_MS,
+      durationMs: DURATION_MS,
     });
-    return result.requests / 5;
+    return result.requests / (DURATION_MS / 1000);
   } finally {
     await server.stop();
   }
 }
 
 async function main() {
-  const dataDir = await Deno.makeTempDir({ dir: "/dev/shm" }).catch(() => Deno.makeTempDir());
+  const dataDir = await benchTempDir({ dir: "/dev/shm" }).catch(() => benchTempDir());
   try {
     const self = new URL(import.meta.url).pathname;
     const plain = await measure(
@@ -135,7 +156,6 @@ async function main() {
     }
   } finally {
     await stopAll();
-    await Deno.remove(dataDir, { recursive: true });
   }
 }
 
@@ -146,6 +166,6 @@ if (import.meta.main) {
   } else if (Deno.args.includes("--role") && role === "server") {
     await runServer(Deno.args[Deno.args.indexOf("--hop") + 1]);
   } else {
-    await main();
+    await runBench(USAGE, main);
   }
 }

@@ -12,7 +12,7 @@
  * an actor on `a`), `call` (an actor on `b` calling one on `a`),
  * `call-local` (an actor on `a` calling another on `a`).
  *
- * Usage: `deno run -A bench/pair_cpu.ts [--mode plain|tls] [--case NAME] [--prof a|b]`
+ * The flags are in {@linkcode USAGE} (`--help` prints it).
  *
  * @module
  */
@@ -26,9 +26,23 @@ import {
   stopAll,
   treeCpuMs,
 } from "./processes.ts";
+import { benchTempDir, QUICK, runBench } from "./command.ts";
 
-const WARMUP_MS = 1_000;
-const DURATION_MS = 5_000;
+/** What `--help` prints. */
+export const USAGE =
+  `Usage: deno run -A bench/pair_cpu.ts [--quick] [--mode plain|tls] [--case NAME] [--prof a|b]
+
+Where a pair of nodes spends its CPU on one kind of request, each process's main thread and
+its executors apart.
+
+  --quick          a short run (1 s window) that shows it works
+  --mode MODE      plain (--cluster-plaintext accept) or tls (cluster listeners) (default tls)
+  --case NAME      forwarded, call or call-local (default forwarded)
+  --prof a|b       starts that node with V8's --prof; its log is kept and its place printed
+  -h, --help       show this help`;
+
+const WARMUP_MS = QUICK ? 300 : 1_000;
+const DURATION_MS = QUICK ? 1_000 : 5_000;
 
 async function startNode(
   id: string,
@@ -54,7 +68,10 @@ async function main(): Promise<void> {
   const mode = flag("mode") === "plain" ? "plain" : "tls";
   const name = flag("case") ?? "forwarded";
   const prof = flag("prof");
-  const tmp = await Deno.makeTempDir({ dir: defaultDataRoot(), prefix: "wk-cpu-" });
+  // With --prof the V8 log is kept, and so the directory.
+  const tmp = prof
+    ? await Deno.makeTempDir({ dir: defaultDataRoot(), prefix: "wk-cpu-" })
+    : await benchTempDir({ dir: defaultDataRoot(), prefix: "wk-cpu-" });
   try {
     const [a, b] = await Promise.all([
       startNode("a", tmp, mode, prof === "a"),
@@ -95,8 +112,7 @@ async function main(): Promise<void> {
     if (prof) console.log(`V8 log of ${prof}: ${tmp}/${prof}-cwd/ (kept)`);
   } finally {
     await stopAll();
-    if (!prof) await Deno.remove(tmp, { recursive: true }).catch(() => {});
   }
 }
 
-if (import.meta.main) await main();
+if (import.meta.main) await runBench(USAGE, main);

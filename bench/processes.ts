@@ -6,6 +6,7 @@
  */
 
 import type { LoadResult, LoadSpec } from "./load_gen.ts";
+import { onCleanup, spawnTracked } from "./command.ts";
 
 /** The repository root. */
 export const ROOT: string = new URL("../", import.meta.url).pathname;
@@ -96,6 +97,10 @@ export async function startServer(
     stop,
   };
   running.add(server);
+  // Stopping is idempotent: a server stopped already is not stopped again.
+  onCleanup(async () => {
+    await stop();
+  });
   try {
     const url = new URL(await listening.promise);
     server.url = url.origin;
@@ -117,12 +122,14 @@ export async function stopAll(): Promise<void> {
 
 /** Runs the load generator in its own process and returns its result. */
 export async function runLoadProcess(spec: LoadSpec): Promise<LoadResult> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", `${ROOT}bench/load_gen.ts`],
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
+  const child = spawnTracked(
+    new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", `${ROOT}bench/load_gen.ts`],
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }),
+  );
   const writer = child.stdin.getWriter();
   await writer.write(new TextEncoder().encode(JSON.stringify(spec)));
   await writer.close();
@@ -131,7 +138,9 @@ export async function runLoadProcess(spec: LoadSpec): Promise<LoadResult> {
   if (!output.success) {
     throw new Error(`the load generator failed:\n${new TextDecoder().decode(output.stderr)}`);
   }
-  return JSON.parse(stdout.trim().split("\n").pop()!) as LoadResult;
+  // A window that measured nothing (a short --quick one on a busy machine) has
+  // NaN quantiles, which JSON carries as null.
+  return JSON.parse(stdout.trim().split("\n").pop()!, (_, value) => value === null ? NaN : value);
 }
 
 /** A field of `/proc/PID/status` in KiB (e.g. `VmRSS`, `VmHWM`). */

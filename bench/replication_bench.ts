@@ -25,13 +25,7 @@
  *    snapshot on top (one file); `restoreActor` into an empty directory
  *    against `bucket.get` of the same objects, eight in flight, in order.
  *
- * Usage: `deno run -A bench/replication_bench.ts [--events N] [--rounds R] [--json FILE] [--data-root DIR] [--no-moto] [--only parts,bytes,writes,restore]`
- *
- * `--events N` (default 2000): events of each workload and write-rate
- * variant. `--rounds R` (default 1): each timed case R times, the median
- * reported. `--data-root DIR`: where databases and the file bucket go
- * (default `/dev/shm` when it exists). `--no-moto`: skip the S3 cases.
- * `--only`: run only the parts named (comma-separated), to repeat one part.
+ * The flags are in {@linkcode USAGE} (`--help` prints it).
  *
  * @module
  */
@@ -68,10 +62,29 @@ import { decodeLtx } from "../src/ltx/decoder.ts";
 import { applyLtx } from "../src/ltx/apply.ts";
 import { PageChecksums } from "../src/replication/page_checksums.ts";
 import { cpuModel, defaultDataRoot, flag } from "./processes.ts";
+import { benchTempDir, onCleanup, QUICK, runBench } from "./command.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 
-const EVENTS = Math.max(1, Number(flag("events") ?? 2000));
+/** What `--help` prints. */
+export const USAGE =
+  `Usage: deno run -A bench/replication_bench.ts [--quick] [--events N] [--rounds R] [--json FILE]
+         [--data-root DIR] [--no-moto] [--only parts,bytes,writes,restore]
+
+What replication costs: the CPU of each piece, the bytes uploaded per event, the write rate with
+replication off, on and durable, and restore speed (about 3 minutes; moto needs Python with
+moto[server]).
+
+  --quick          a short run (100 events, 1 and 4 MB restores) that shows the benchmark works
+  --events N       events of each workload and write-rate variant (default 2000)
+  --rounds R       each timed case R times, the median reported (default 1)
+  --json FILE      also writes the results to FILE
+  --data-root DIR  where databases and the file bucket go (default /dev/shm when it exists)
+  --no-moto        skip the S3 cases
+  --only PARTS     run only the parts named, comma-separated: parts, bytes, writes, restore
+  -h, --help       show this help`;
+
+const EVENTS = Math.max(1, Number(flag("events") ?? (QUICK ? 100 : 2000)));
 const ROUNDS = Math.max(1, Number(flag("rounds") ?? 1));
 const JSON_FILE = flag("json");
 const USE_MOTO = !Deno.args.includes("--no-moto");
@@ -85,11 +98,11 @@ for (const part of PARTS) {
 /** Events of each write-rate variant run before its timed ones (not measured). */
 const WARMUP_EVENTS = Math.min(200, Math.ceil(EVENTS / 10));
 /** Rows of the 10 MB table (100-byte random blobs: about 10 MB of pages). */
-const TABLE_ROWS = 90_000;
+const TABLE_ROWS = QUICK ? 9_000 : 90_000;
 /** Events a restore database is built in (its history: a snapshot and this many deltas). */
 const RESTORE_BUILD_EVENTS = 64;
 /** Restore databases, MB of random blobs. */
-const RESTORE_SIZES_MB = [8, 64];
+const RESTORE_SIZES_MB = QUICK ? [1, 4] : [8, 64];
 /** Blob size of the restore databases' rows. */
 const RESTORE_ROW_BYTES = 1000;
 
@@ -1056,7 +1069,7 @@ async function main() {
   TREE = describeTree();
   STARTED_AT = new Date().toISOString();
   const dataRoot = flag("data-root") ?? defaultDataRoot();
-  const tmp = await Deno.makeTempDir({ prefix: "wasmkeep-replbench-", dir: dataRoot });
+  const tmp = await benchTempDir({ prefix: "wasmkeep-replbench-", dir: dataRoot });
   const started = performance.now();
   let moto: Moto | undefined;
   let motoBucket: S3Bucket | undefined;
@@ -1072,19 +1085,12 @@ async function main() {
     { name: "durable, MemoryBucket", mode: "durable", bucket: "memory" },
     { name: "durable, FileBucket", mode: "durable", bucket: "file" },
   ];
-  const onSignal = () => {
-    log("interrupted; cleaning up");
-    (moto?.stop() ?? Promise.resolve()).finally(() => {
-      Deno.removeSync(tmp, { recursive: true });
-      Deno.exit(130);
-    });
-  };
-  Deno.addSignalListener("SIGINT", onSignal);
   try {
     log(`data in ${tmp}`);
     if (USE_MOTO) {
       try {
         moto = await startMoto("wasmkeep-bench");
+        onCleanup(() => moto?.stop());
         motoBucket = S3Bucket.fromUrl(`s3://${moto.bucket}/bench`, moto.env, {
           clock: systemClock,
           random: systemRandom,
@@ -1125,11 +1131,12 @@ async function main() {
       restores = await restoreCases(new FileBucket(`${tmp}/bucket-restore`), motoBucket, tmp);
     }
   } finally {
-    Deno.removeSignalListener("SIGINT", onSignal);
     channel.port1.close();
     await motoBucket?.close();
     await moto?.stop();
-    await Deno.remove(tmp, { recursive: true });
+  }
+  if (QUICK) {
+    console.log("--quick: a short run that shows the benchmark works; figures not to quote");
   }
   console.log(
     report(partResults, bytes, writes, variants, restores, dataRoot ?? "the temporary directory"),
@@ -1157,4 +1164,4 @@ async function main() {
   }
 }
 
-if (import.meta.main) await main();
+if (import.meta.main) await runBench(USAGE, main);

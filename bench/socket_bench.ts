@@ -19,22 +19,36 @@
  * queued per actor at most: with the default 128, 100 sockets in a closed
  * loop overflow the room's queue, and those sockets close with 1013).
  *
- * Usage: `deno run -A bench/socket_bench.ts [--rounds N] [--sockets N] [--prof DIR]`
- * (about 25 s a round). `--prof DIR` starts the owner, its executors
- * included, with V8's `--prof` in DIR (one `isolate-*.log` a process, read
- * with `node --prof-process`).
+ * The flags are in {@linkcode USAGE} (`--help` prints it).
  *
  * @module
  */
 
 import { cpuModel, flag, startBenchNode, startServer, stopAll, treeCpuMs } from "./processes.ts";
+import { benchTempDir, QUICK, runBench, spawnTracked } from "./command.ts";
+
+/** What `--help` prints. */
+export const USAGE =
+  `Usage: deno run -A bench/socket_bench.ts [--quick] [--rounds N] [--sockets N] [--prof DIR]
+
+Messages through one room of WebSockets: a plain Deno echo server, a WasmKeep node, and the
+same room relayed through a second node (about 25 s a round).
+
+  --quick       a short run (1 round, 10 sockets, 1 s windows) that shows the benchmark works
+  --rounds N    rounds of the three cases (default 2)
+  --sockets N   sockets in the room (default 100)
+  --prof DIR    starts the owner, its executors included, with V8's --prof in DIR (one
+                isolate-*.log a process, read with node --prof-process)
+  -h, --help    show this help
+
+Used internally, by the benchmark's own processes: --role echo, --role load --url URL.`;
 
 /** Sockets in the room. */
-export const SOCKETS = 100;
+export const SOCKETS = QUICK ? 10 : 100;
 /** Warm-up of each case, ms (not measured). */
-export const WARMUP_MS = 1_000;
+export const WARMUP_MS = QUICK ? 300 : 1_000;
 /** Measured window of each case, ms. */
-export const DURATION_MS = 5_000;
+export const DURATION_MS = QUICK ? 1_000 : 5_000;
 
 interface LoadResult {
   messages: number;
@@ -102,21 +116,25 @@ async function load(url: string, sockets: number): Promise<LoadResult> {
 
 /** Runs the load in a process of its own (so it does not share the bench's event loop). */
 async function loadProcess(url: string, sockets: number): Promise<LoadResult> {
-  const output = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      new URL(import.meta.url).pathname,
-      "--role",
-      "load",
-      "--url",
-      url,
-      "--sockets",
-      String(sockets),
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
+  const output = await spawnTracked(
+    new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        new URL(import.meta.url).pathname,
+        "--role",
+        "load",
+        "--url",
+        url,
+        "--sockets",
+        String(sockets),
+        // The load process times its windows by the same flag.
+        ...(QUICK ? ["--quick"] : []),
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }),
+  ).output();
   if (!output.success) throw new Error(new TextDecoder().decode(output.stderr));
   return JSON.parse(new TextDecoder().decode(output.stdout).trim().split("\n").pop()!);
 }
@@ -146,9 +164,9 @@ function startNode(id: string, dir: string, profDir?: string) {
 }
 
 async function main(): Promise<void> {
-  const rounds = Number(flag("rounds") ?? 2);
+  const rounds = Number(flag("rounds") ?? (QUICK ? 1 : 2));
   const sockets = Number(flag("sockets") ?? SOCKETS);
-  const dir = await Deno.makeTempDir({ prefix: "wk-socket-bench-" });
+  const dir = await benchTempDir({ prefix: "wk-socket-bench-" });
   try {
     const echo = await startServer("echo", [
       "run",
@@ -218,10 +236,12 @@ async function main(): Promise<void> {
         } | ${perEcho((i) => cpu[name][i].relayMs)} | ${perEcho((i) => runs[i].loadCpuMs)} |`,
       );
     }
+    if (QUICK) {
+      lines.unshift("--quick: a short run that shows the benchmark works; figures not to quote");
+    }
     console.log(lines.join("\n"));
   } finally {
     await stopAll();
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
 }
 
@@ -229,4 +249,4 @@ const role = flag("role");
 if (role === "echo") runEchoServer();
 else if (role === "load") {
   console.log(JSON.stringify(await load(flag("url")!, Number(flag("sockets")))));
-} else if (import.meta.main) await main();
+} else if (import.meta.main) await runBench(USAGE, main);

@@ -10,23 +10,36 @@
  * what `b` would hold if it read each body whole (both ways: 32 MiB a
  * request).
  *
- * Usage: `deno run -A bench/stream_bench.ts [--wasmkeep-root DIR]
- * [--forwarder-v8-flags FLAGS] [--concurrent N] [--body-mib N]`, where `--wasmkeep-root` is the checkout
- * whose `main.ts` the nodes run (default: this one), to compare with
- * another commit in the same run, and `--forwarder-v8-flags` are V8 flags
- * for `b` alone (`--max-semi-space-size=1`: garbage collected sooner).
+ * The flags are in {@linkcode USAGE} (`--help` prints it).
  *
  * @module
  */
 
 import { parseArgs } from "node:util";
+import { endBench, onCleanup, QUICK, startBench } from "./command.ts";
+
+/** What `--help` prints. */
+export const USAGE = `Usage: deno run -A bench/stream_bench.ts [--quick] [--wasmkeep-root DIR]
+         [--forwarder-v8-flags FLAGS] [--concurrent N] [--body-mib N]
+
+The forwarding node's memory while it forwards long bodies: its peak RSS over its RSS before,
+against what it would hold if it read each body whole. Prints one JSON line.
+
+  --quick                     a short run (2 requests of 1 MiB at once) that shows it works
+  --wasmkeep-root DIR         the checkout whose main.ts the nodes run (default this one)
+  --forwarder-v8-flags FLAGS  V8 flags of the forwarding node alone (e.g. --max-semi-space-size=1)
+  --concurrent N              requests at once, each to its own actor (default 4)
+  --body-mib N                each body's size in MiB (default 16)
+  -h, --help                  show this help`;
+
+startBench(USAGE);
 
 /** Requests at once, each to its own actor (`--concurrent`). */
-export const CONCURRENT = 4;
+export const CONCURRENT = QUICK ? 2 : 4;
 /** Rounds of `CONCURRENT` requests. */
 export const ROUNDS = 2;
 /** Each body's size (`--body-mib`). */
-export const BODY_BYTES = 16 * 1024 * 1024;
+export const BODY_BYTES = (QUICK ? 1 : 16) * 1024 * 1024;
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -35,6 +48,7 @@ const { values } = parseArgs({
     "forwarder-v8-flags": { type: "string" },
     concurrent: { type: "string" },
     "body-mib": { type: "string" },
+    quick: { type: "boolean" },
   },
 });
 const concurrent = Number(values.concurrent ?? CONCURRENT);
@@ -52,6 +66,7 @@ function rssMiB(pid: number): number {
 const TESTBED = ["--actor", `testbed=${TESTBED_WASM}`];
 const LIMIT = { extra: ["--max-body-bytes", String(bodyBytes + 4 * 1024 * 1024)] };
 const dir = await scratchDir("wk-stream-bench-");
+onCleanup(() => Deno.remove(dir, { recursive: true }).catch(() => {}));
 const bucketUrl = `file://${dir}/bucket`;
 const [a, b] = await Promise.all([
   startClusterNode("a", dir, bucketUrl, TESTBED, LIMIT),
@@ -60,6 +75,9 @@ const [a, b] = await Promise.all([
     denoArgs: v8Flags ? [`--v8-flags=${v8Flags}`] : [],
   }),
 ]);
+onCleanup(async () => {
+  await Promise.all([a.stop(), b.stop()]);
+});
 try {
   const post = async (via: string, actor: string, body: BodyInit) => {
     const response = await fetch(`${via}/actor/testbed/${actor}/echo`, { method: "POST", body });
@@ -103,6 +121,5 @@ try {
   };
   console.log(JSON.stringify(result));
 } finally {
-  await Promise.all([a.stop(), b.stop()]);
-  await Deno.remove(dir, { recursive: true });
+  await endBench();
 }

@@ -18,8 +18,7 @@
  * Then, in this process: the median time of a full handshake, and of
  * `ClusterListener.revoke()` with 1,024 open connections.
  *
- * Usage: `deno run -A bench/tls_bench.ts [--rounds 5] [--requests 2000]`
- * (about a minute). Role used internally: `--role server`.
+ * The flags are in {@linkcode USAGE} (`--help` prints it).
  *
  * @module
  */
@@ -34,6 +33,20 @@ import { type ByteConn, tlsConnector } from "../src/http/tls_connect.ts";
 import { createLogger } from "../src/log.ts";
 import { createNodeIdentity, type NodeIdentity } from "../src/security/node_identity.ts";
 import { cpuModel, flag, treeCpuMs } from "./processes.ts";
+import { QUICK, runBench, spawnTracked } from "./command.ts";
+
+/** What `--help` prints. */
+export const USAGE = `Usage: deno run -A bench/tls_bench.ts [--quick] [--rounds N] [--requests N]
+
+What mutual TLS costs a request between nodes on loopback, against plain TCP, each way of
+serving it measured in the same run; then handshakes and revoke() (about a minute).
+
+  --quick        a short run (1 round of 200 requests) that shows the benchmark works
+  --rounds N     rounds, alternating the cases (default 5)
+  --requests N   round trips per case per round (default 2000)
+  -h, --help     show this help
+
+Used internally, by the benchmark's own server process: --role server.`;
 
 const encoder = new TextEncoder();
 const REQUEST = encoder.encode("GET /actor/c/n HTTP/1.1\r\nhost: bench\r\n\r\n");
@@ -212,8 +225,8 @@ interface Case {
 }
 
 async function measureRoundTrips(ports: ServerPorts, client: NodeIdentity, serverPid: number) {
-  const rounds = Number(flag("rounds") ?? "5");
-  const requests = Number(flag("requests") ?? "2000");
+  const rounds = Number(flag("rounds") ?? (QUICK ? 1 : 5));
+  const requests = Number(flag("requests") ?? (QUICK ? 200 : 2000));
   const plain = (port: number) => () => Deno.connect({ hostname: "127.0.0.1", port });
   const tls = tlsConnector({ identity: client, pinFor: () => ports.fingerprint });
   const viaNodeTls = (port: number) => () => tls("127.0.0.1", port, AbortSignal.timeout(5000));
@@ -332,12 +345,14 @@ async function measureRevoke() {
 }
 
 async function main(): Promise<void> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", new URL(import.meta.url).pathname, "--role", "server"],
-    stdin: "null",
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
+  const child = spawnTracked(
+    new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", new URL(import.meta.url).pathname, "--role", "server"],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "inherit",
+    }),
+  );
   try {
     const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
     let text = "";
@@ -394,4 +409,4 @@ async function main(): Promise<void> {
 }
 
 if (flag("role") === "server") await runServers();
-else await main();
+else await runBench(USAGE, main);

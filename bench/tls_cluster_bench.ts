@@ -21,13 +21,13 @@
  * round. Reported: median latency with 1 connection, and requests per
  * second with 16; the TLS cost is the difference of the hop cases.
  *
- * Usage: `deno run -A bench/tls_cluster_bench.ts [--rounds N] [--data-root DIR] [--json FILE]`
- * (about 60 s a round).
+ * The flags are in {@linkcode USAGE} (`--help` prints it).
  *
  * @module
  */
 
 import type { LoadResult } from "./load_gen.ts";
+import { benchTempDir, QUICK, runBench } from "./command.ts";
 import {
   cpuModel,
   defaultDataRoot,
@@ -38,12 +38,26 @@ import {
   stopAll,
 } from "./processes.ts";
 
+/** What `--help` prints. */
+export const USAGE =
+  `Usage: deno run -A bench/tls_cluster_bench.ts [--quick] [--rounds N] [--data-root DIR]
+         [--json FILE]
+
+Requests and calls between two nodes over plain HTTP and over mutual TLS, local against
+forwarded, in the same run (about 60 s a round).
+
+  --quick          a short run (1 round, 0.5 s windows) that shows the benchmark works
+  --rounds N       rounds, the pairs alternating which goes first (default 3)
+  --data-root DIR  where the bucket and the data directories go (default /dev/shm when it exists)
+  --json FILE      also writes the measurements to FILE
+  -h, --help       show this help`;
+
 /** Connections of the latency case and of the throughput case. */
 export const CONNECTIONS = [1, 16] as const;
 /** Warm-up of each case, ms (not measured). */
-export const WARMUP_MS = 1_000;
+export const WARMUP_MS = QUICK ? 300 : 1_000;
 /** Measured window of each case, ms. */
-export const DURATION_MS = 3_000;
+export const DURATION_MS = QUICK ? 500 : 3_000;
 
 type Mode = "plain" | "tls";
 const CASES = ["local", "forwarded", "call", "call-local"] as const;
@@ -101,8 +115,8 @@ function median(values: number[]): number {
 }
 
 async function main() {
-  const rounds = Number(flag("rounds") ?? 3);
-  const tmp = await Deno.makeTempDir({
+  const rounds = Number(flag("rounds") ?? (QUICK ? 1 : 3));
+  const tmp = await benchTempDir({
     dir: flag("data-root") ?? defaultDataRoot(),
     prefix: "wk-tlsb-",
   });
@@ -151,7 +165,6 @@ async function main() {
     }
   } finally {
     await stopAll();
-    await Deno.remove(tmp, { recursive: true }).catch(() => {});
   }
 
   const p50 = (mode: Mode, name: CaseName) =>
@@ -195,9 +208,12 @@ async function main() {
       hop("plain", "call", "call-local").toFixed(0)
     } µs, TLS ${hop("tls", "call", "call-local").toFixed(0)} µs`,
   );
+  if (QUICK) {
+    lines.unshift("--quick: a short run that shows the benchmark works; figures not to quote");
+  }
   console.log(lines.join("\n"));
   const json = flag("json");
   if (json) await Deno.writeTextFile(json, JSON.stringify(measured, null, 2));
 }
 
-if (import.meta.main) await main();
+if (import.meta.main) await runBench(USAGE, main);

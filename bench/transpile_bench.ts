@@ -16,7 +16,7 @@
  * needs clang and wasm-ld, as `deno task build-examples` does; skipped
  * without them).
  *
- * Usage: `deno run -A bench/transpile_bench.ts [--functions N] [--rounds N]`
+ * The flags are in {@linkcode USAGE} (`--help` prints it).
  *
  * @module
  */
@@ -25,6 +25,20 @@ import { componentEmbed, componentNew } from "@bytecodealliance/jco";
 import { componentFromBytes } from "../src/actors/component.ts";
 import { transpileComponent } from "../src/actors/component_transpile.ts";
 import { flag } from "./processes.ts";
+import { benchTempDir, QUICK, runBench, spawnTracked } from "./command.ts";
+
+/** What `--help` prints. */
+export const USAGE =
+  `Usage: deno run -A bench/transpile_bench.ts [--quick] [--functions N] [--rounds N]
+
+How long a component's transpile holds the main thread: jco's transpile on the main thread
+against the node's own path, whose transpile runs in a worker, for every example and a large
+component made here (needs clang and wasm-ld; left out without them).
+
+  --quick         a short run (1 round, a large component of 1000 functions)
+  --functions N   functions of the large component (default 20000)
+  --rounds N      transpiles of each component each way, the best kept (default 3)
+  -h, --help      show this help`;
 
 const TICK_MS = 2;
 const root = new URL("../", import.meta.url);
@@ -54,7 +68,7 @@ async function stallOf(
 
 /** A C actor with `functions` functions of its own, reached from its on-init. */
 async function largeComponent(functions: number): Promise<Uint8Array | undefined> {
-  const dir = await Deno.makeTempDir({ prefix: "wk-transpile-bench-" });
+  const dir = await benchTempDir({ prefix: "wk-transpile-bench-" });
   try {
     const lines = ["typedef unsigned int u32;"];
     for (let i = 0; i < functions; i++) {
@@ -94,9 +108,15 @@ async function largeComponent(functions: number): Promise<Uint8Array | undefined
       `${dir}/big.c`,
       path("examples/sdk/wasmkeep.c"),
     ];
-    const built = await new Deno.Command(clang, { args, stdout: "null", stderr: "piped" }).output()
-      .catch(() => undefined);
-    if (!built?.success) return undefined;
+    let built: Deno.CommandOutput | undefined;
+    try {
+      built = await spawnTracked(
+        new Deno.Command(clang, { args, stdout: "null", stderr: "piped" }),
+      ).output();
+    } catch {
+      return undefined; // No clang.
+    }
+    if (!built.success) return undefined;
     const embedded = await componentEmbed({
       binary: await Deno.readFile(`${dir}/core.wasm`),
       witSource: await Deno.readTextFile(path("wit/wasmkeep.wit")),
@@ -109,44 +129,48 @@ async function largeComponent(functions: number): Promise<Uint8Array | undefined
   }
 }
 
-const functions = Number(flag("functions") ?? 20_000);
-const rounds = Number(flag("rounds") ?? 3);
-const components: [string, Uint8Array][] = [];
-for (const name of ["counter", "kv", "chat", "reminder", "greeter"]) {
-  components.push([name, await Deno.readFile(path(`examples/${name}/${name}.wasm`))]);
-}
-const large = await largeComponent(functions);
-if (large) components.push([`large (${functions} functions)`, large]);
-else console.log("no clang: the large component is left out");
-
-// jco loaded once on the main thread before anything is measured, so the
-// baseline is the transpile alone (a node pays for that load too, once).
-await transpileComponent(components[0][1]);
-
-console.log(
-  "component | bytes | in-thread stall | node stall | stall ratio | in-thread total | node total",
-);
-for (const [name, bytes] of components) {
-  const best = { inThread: Infinity, node: Infinity, inThreadTotal: 0, nodeTotal: 0 };
-  for (let round = 0; round < rounds; round++) {
-    const inThread = await stallOf(() => transpileComponent(bytes));
-    const cache = await Deno.makeTempDir({ prefix: "wk-transpile-cache-" });
-    const node = await stallOf(() => componentFromBytes(name, name, bytes, cache));
-    await Deno.remove(cache, { recursive: true });
-    if (inThread.stallMs < best.inThread) {
-      best.inThread = inThread.stallMs;
-      best.inThreadTotal = inThread.totalMs;
-    }
-    if (node.stallMs < best.node) {
-      best.node = node.stallMs;
-      best.nodeTotal = node.totalMs;
-    }
+async function main(): Promise<void> {
+  const functions = Number(flag("functions") ?? (QUICK ? 1_000 : 20_000));
+  const rounds = Number(flag("rounds") ?? (QUICK ? 1 : 3));
+  const components: [string, Uint8Array][] = [];
+  for (const name of ["counter", "kv", "chat", "reminder", "greeter"]) {
+    components.push([name, await Deno.readFile(path(`examples/${name}/${name}.wasm`))]);
   }
+  const large = await largeComponent(functions);
+  if (large) components.push([`large (${functions} functions)`, large]);
+  else console.log("no clang: the large component is left out");
+
+  // jco loaded once on the main thread before anything is measured, so the
+  // baseline is the transpile alone (a node pays for that load too, once).
+  await transpileComponent(components[0][1]);
+
   console.log(
-    `${name} | ${bytes.length} | ${best.inThread.toFixed(0)} ms | ${best.node.toFixed(0)} ms | ` +
-      `${(best.node / Math.max(best.inThread, 1)).toFixed(2)} | ${
-        best.inThreadTotal.toFixed(0)
-      } ms | ` +
-      `${best.nodeTotal.toFixed(0)} ms`,
+    "component | bytes | in-thread stall | node stall | stall ratio | in-thread total | node total",
   );
+  for (const [name, bytes] of components) {
+    const best = { inThread: Infinity, node: Infinity, inThreadTotal: 0, nodeTotal: 0 };
+    for (let round = 0; round < rounds; round++) {
+      const inThread = await stallOf(() => transpileComponent(bytes));
+      const cache = await benchTempDir({ prefix: "wk-transpile-cache-" });
+      const node = await stallOf(() => componentFromBytes(name, name, bytes, cache));
+      await Deno.remove(cache, { recursive: true });
+      if (inThread.stallMs < best.inThread) {
+        best.inThread = inThread.stallMs;
+        best.inThreadTotal = inThread.totalMs;
+      }
+      if (node.stallMs < best.node) {
+        best.node = node.stallMs;
+        best.nodeTotal = node.totalMs;
+      }
+    }
+    console.log(
+      `${name} | ${bytes.length} | ${best.inThread.toFixed(0)} ms | ${best.node.toFixed(0)} ms | ` +
+        `${(best.node / Math.max(best.inThread, 1)).toFixed(2)} | ${
+          best.inThreadTotal.toFixed(0)
+        } ms | ` +
+        `${best.nodeTotal.toFixed(0)} ms`,
+    );
+  }
 }
+
+await runBench(USAGE, main);

@@ -16,17 +16,13 @@
  * @module
  */
 
-import {
-  DeleteObjectCommand,
-  GetObjectCommand,
-  HeadObjectCommand,
-  ListObjectsV2Command,
-  PutObjectCommand,
-  S3Client,
-  // A full npm: specifier, not deno.json's bare name: a program importing this
-  // package by URL has no import map of ours (docs/dependencies.md).
-  // deno-lint-ignore no-import-prefix
-} from "npm:@aws-sdk/client-s3@3.1175.0";
+// Only the types: the SDK itself is loaded by the first request (loadSdk), so
+// that a program on a file:// bucket never evaluates it. Evaluating it reads
+// AWS_* variables, which would make such a program need --allow-env.
+// A full npm: specifier, not deno.json's bare name: a program importing this
+// package by URL has no import map of ours (docs/dependencies.md).
+// deno-lint-ignore no-import-prefix
+import type { S3Client } from "npm:@aws-sdk/client-s3@3.1175.0";
 import { type Clock, type Random, systemClock, systemRandom } from "../time/clock.ts";
 import { describeError } from "../describe_error.ts";
 import type {
@@ -81,6 +77,24 @@ const NOT_SENT_CODES = new Set([
   "ConnectionRefused",
 ]);
 
+/** The AWS SDK's S3 module (its type only: loadSdk loads it). */
+type Sdk = typeof import("npm:@aws-sdk/client-s3@3.1175.0");
+
+let sdk: Promise<Sdk> | undefined;
+
+/** Loads the AWS SDK once per process, at the first request of any S3Bucket. */
+function loadSdk(): Promise<Sdk> {
+  // deno-lint-ignore no-import-prefix
+  sdk ??= import("npm:@aws-sdk/client-s3@3.1175.0");
+  return sdk;
+}
+
+/** A client and the SDK module its commands come from. */
+interface Connection {
+  sdk: Sdk;
+  client: S3Client;
+}
+
 type Op = "GET" | "HEAD" | "PUT" | "DELETE" | "LIST";
 
 /** What a try learned: a result, or why to try again. */
@@ -102,38 +116,22 @@ type Outcome<T> =
  * ```
  */
 export class S3Bucket implements Bucket {
-  readonly #client: S3Client;
   readonly #location: S3Location;
+  readonly #settings: S3Settings;
   readonly #clock: Clock;
   readonly #random: Random;
   readonly #requestTimeoutMs: number;
   readonly #readSilenceMs: number;
+  #connection: Promise<Connection> | undefined;
 
-  /** A bucket at `location`, reached with `settings`. */
+  /** A bucket at `location`, reached with `settings`; the client is made by the first request. */
   constructor(location: S3Location, settings: S3Settings, options: S3BucketOptions = {}) {
     this.#location = location;
+    this.#settings = settings;
     this.#clock = options.clock ?? systemClock;
     this.#random = options.random ?? systemRandom;
     this.#requestTimeoutMs = options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
     this.#readSilenceMs = options.readSilenceMs ?? READ_SILENCE_MS;
-    this.#client = new S3Client({
-      region: settings.region,
-      endpoint: settings.endpoint,
-      forcePathStyle: settings.endpoint !== undefined,
-      // Left out, the SDK would run its default chain (~/.aws, SSO, container
-      // and instance metadata): only where the user opted in (s3_config.ts).
-      credentials: settings.credentials === "default-chain" ? undefined : settings.credentials,
-      // Not "auto", which AWS_DEFAULTS_MODE or ~/.aws/config may ask for: it
-      // asks the instance metadata service for the region.
-      defaultsMode: "legacy",
-      // The endpoint is the AWS_ENDPOINT variables' (s3_config.ts), never an
-      // endpoint_url from ~/.aws/config, which would skip the plain-http check.
-      ignoreConfiguredEndpointUrls: true,
-      maxAttempts: 1,
-      // Checksums by default are refused by some S3-compatible stores; conditions need none.
-      requestChecksumCalculation: "WHEN_REQUIRED",
-      responseChecksumValidation: "WHEN_REQUIRED",
-    });
   }
 
   /**
@@ -152,9 +150,9 @@ export class S3Bucket implements Bucket {
 
   /** Reads a whole object, or `null`. */
   get(key: string, options: CallOptions = {}): Promise<StoredObject | null> {
-    return this.#call("GET", key, options.signal, async (signal, silence) => {
-      const out = await this.#client.send(
-        new GetObjectCommand({ Bucket: this.#location.bucket, Key: this.#fullKey(key) }),
+    return this.#call("GET", key, options.signal, async ({ sdk, client }, signal, silence) => {
+      const out = await client.send(
+        new sdk.GetObjectCommand({ Bucket: this.#location.bucket, Key: this.#fullKey(key) }),
         { abortSignal: signal },
       );
       silence.extend();
@@ -169,9 +167,9 @@ export class S3Bucket implements Bucket {
 
   /** Reads an object's metadata, or `null`. */
   head(key: string, options: CallOptions = {}): Promise<ObjectInfo | null> {
-    return this.#call("HEAD", key, options.signal, async (signal) => {
-      const out = await this.#client.send(
-        new HeadObjectCommand({ Bucket: this.#location.bucket, Key: this.#fullKey(key) }),
+    return this.#call("HEAD", key, options.signal, async ({ sdk, client }, signal) => {
+      const out = await client.send(
+        new sdk.HeadObjectCommand({ Bucket: this.#location.bucket, Key: this.#fullKey(key) }),
         { abortSignal: signal },
       );
       return {
@@ -185,9 +183,9 @@ export class S3Bucket implements Bucket {
 
   /** Writes an object with `If-None-Match: *` or `If-Match` as asked. */
   async put(key: string, body: Uint8Array, options: PutOptions = {}): Promise<{ etag: string }> {
-    const etag = await this.#call("PUT", key, options.signal, async (signal) => {
-      const out = await this.#client.send(
-        new PutObjectCommand({
+    const etag = await this.#call("PUT", key, options.signal, async ({ sdk, client }, signal) => {
+      const out = await client.send(
+        new sdk.PutObjectCommand({
           Bucket: this.#location.bucket,
           Key: this.#fullKey(key),
           Body: body,
@@ -210,9 +208,9 @@ export class S3Bucket implements Bucket {
       "DELETE",
       key,
       options.signal,
-      async (signal) => {
-        await this.#client.send(
-          new DeleteObjectCommand({
+      async ({ sdk, client }, signal) => {
+        await client.send(
+          new sdk.DeleteObjectCommand({
             Bucket: this.#location.bucket,
             Key: this.#fullKey(key),
             IfMatch: options.ifMatch,
@@ -234,34 +232,48 @@ export class S3Bucket implements Bucket {
   /** Lists one page in lexicographic order (ListObjectsV2). */
   async list(prefix: string, options: ListOptions = {}): Promise<ListPage> {
     const base = this.#location.prefix;
-    const page = await this.#call("LIST", prefix, options.signal, async (signal) => {
-      const out = await this.#client.send(
-        new ListObjectsV2Command({
-          Bucket: this.#location.bucket,
-          Prefix: base + prefix,
-          StartAfter: options.startAfter === undefined ? undefined : base + options.startAfter,
-          ContinuationToken: options.continuationToken,
-          MaxKeys: pageSize(options.maxKeys),
-        }),
-        { abortSignal: signal },
-      );
-      return {
-        objects: (out.Contents ?? []).map((o) => ({
-          key: (o.Key ?? "").slice(base.length),
-          etag: o.ETag ?? "",
-          size: o.Size ?? 0,
-          lastModified: o.LastModified?.getTime() ?? 0,
-        })),
-        continuationToken: out.IsTruncated ? out.NextContinuationToken : undefined,
-      };
-    });
+    const page = await this.#call(
+      "LIST",
+      prefix,
+      options.signal,
+      async ({ sdk, client }, signal) => {
+        const out = await client.send(
+          new sdk.ListObjectsV2Command({
+            Bucket: this.#location.bucket,
+            Prefix: base + prefix,
+            StartAfter: options.startAfter === undefined ? undefined : base + options.startAfter,
+            ContinuationToken: options.continuationToken,
+            MaxKeys: pageSize(options.maxKeys),
+          }),
+          { abortSignal: signal },
+        );
+        return {
+          objects: (out.Contents ?? []).map((o) => ({
+            key: (o.Key ?? "").slice(base.length),
+            etag: o.ETag ?? "",
+            size: o.Size ?? 0,
+            lastModified: o.LastModified?.getTime() ?? 0,
+          })),
+          continuationToken: out.IsTruncated ? out.NextContinuationToken : undefined,
+        };
+      },
+    );
     return page ?? { objects: [] };
   }
 
   /** Closes the client's connections. */
-  close(): Promise<void> {
-    this.#client.destroy();
-    return Promise.resolve();
+  async close(): Promise<void> {
+    const connection = this.#connection;
+    if (connection === undefined) return;
+    // A client that failed to load has nothing to close.
+    const opened = await connection.catch(() => undefined);
+    opened?.client.destroy();
+  }
+
+  /** The SDK and a client, made at the first request. */
+  #connect(): Promise<Connection> {
+    this.#connection ??= loadSdk().then((sdk) => ({ sdk, client: newClient(sdk, this.#settings) }));
+    return this.#connection;
   }
 
   #fullKey(key: string): string {
@@ -277,13 +289,18 @@ export class S3Bucket implements Bucket {
     op: Op,
     key: string,
     signal: AbortSignal | undefined,
-    request: (signal: AbortSignal, silence: { extend(): void }) => Promise<T>,
+    request: (
+      connection: Connection,
+      signal: AbortSignal,
+      silence: { extend(): void },
+    ) => Promise<T>,
     condition: "ifNoneMatch" | "ifMatch" = "ifMatch",
     report: { mayHaveApplied: boolean } = { mayHaveApplied: false },
   ): Promise<T | null> {
     const write = op === "PUT" || op === "DELETE";
     let tries = 0, conflicts = 0;
     let mayHaveApplied = false;
+    const connection = await this.#connect();
     while (true) {
       signal?.throwIfAborted();
       tries++;
@@ -291,9 +308,13 @@ export class S3Bucket implements Bucket {
       const silence = write
         ? undefined
         : deadline(this.#clock, this.#readSilenceMs, `${op} ${key}`, total.signal);
-      const outcome: Outcome<T | null> = await request(silence?.signal ?? total.signal, {
-        extend: () => silence?.extend(),
-      }).then(
+      const outcome: Outcome<T | null> = await request(
+        connection,
+        silence?.signal ?? total.signal,
+        {
+          extend: () => silence?.extend(),
+        },
+      ).then(
         (value) => ({ done: true as const, value }),
         (error) => classify<T>(error, op, signal),
       ).finally(() => {
@@ -330,6 +351,28 @@ export class S3Bucket implements Bucket {
   #jitter(baseMs: number, attempt: number): number {
     return this.#random.next() * baseMs * 2 ** (attempt - 1);
   }
+}
+
+/** An S3 client with the SDK's own retries and guesses turned off. */
+function newClient(sdk: Sdk, settings: S3Settings): S3Client {
+  return new sdk.S3Client({
+    region: settings.region,
+    endpoint: settings.endpoint,
+    forcePathStyle: settings.endpoint !== undefined,
+    // Left out, the SDK would run its default chain (~/.aws, SSO, container
+    // and instance metadata): only where the user opted in (s3_config.ts).
+    credentials: settings.credentials === "default-chain" ? undefined : settings.credentials,
+    // Not "auto", which AWS_DEFAULTS_MODE or ~/.aws/config may ask for: it
+    // asks the instance metadata service for the region.
+    defaultsMode: "legacy",
+    // The endpoint is the AWS_ENDPOINT variables' (s3_config.ts), never an
+    // endpoint_url from ~/.aws/config, which would skip the plain-http check.
+    ignoreConfiguredEndpointUrls: true,
+    maxAttempts: 1,
+    // Checksums by default are refused by some S3-compatible stores; conditions need none.
+    requestChecksumCalculation: "WHEN_REQUIRED",
+    responseChecksumValidation: "WHEN_REQUIRED",
+  });
 }
 
 /** Decides what a failed try means; 404 for a key is an answer, not a failure. */
