@@ -1,6 +1,9 @@
 /**
  * The execution plane as the main thread sees it: a few executor processes
- * (src/executor/), actors sharded over them by key. The pool enforces the
+ * (src/executor/), actors sharded over them by key, each started on the
+ * first event of an actor of its shard (an idle executor costs about 50 MB:
+ * a node that serves one actor runs one; docs/performance.md "Idle
+ * memory"). The pool enforces the
  * wall-clock limit of events: an event past it is answered 504, and an
  * executor stuck in it is killed and replaced without touching the other
  * executors or the main thread.
@@ -73,7 +76,7 @@ export const CLOSE_GRACE_MS = 19_000;
 
 /** Options of {@linkcode ExecutorPool}. */
 export interface ExecutorPoolOptions {
-  /** Number of executor processes (one per core by default). */
+  /** Number of executor processes at most (one per core by default), each started on first use. */
   size: number;
   dataDir: string;
   classes: ExecutorClass[];
@@ -230,7 +233,9 @@ export function shardOf(id: string, size: number): number {
 export class ExecutorPool {
   readonly #options: ExecutorPoolOptions;
   #events: ExecutorPoolEvents = {};
-  readonly #executors: Executor[] = [];
+  /** By index; unset until an actor of its shard has its first event. */
+  readonly #executors: (Executor | undefined)[] = [];
+  #started = false;
   readonly #launcher: ExecutorLauncher;
   /** Crashes at start in a row, per executor index. */
   readonly #crashStreak: number[] = [];
@@ -242,7 +247,7 @@ export class ExecutorPool {
   #deploySeq: number;
   #deployLine: string;
 
-  /** A pool of `options.size` executors, none started before {@linkcode ExecutorPool.start}. */
+  /** A pool of `options.size` executors, none started before its first event. */
   constructor(options: ExecutorPoolOptions) {
     this.#options = options;
     this.#classes = options.classes;
@@ -251,13 +256,25 @@ export class ExecutorPool {
     this.#launcher = options.launcher ?? new ProcessLauncher(options.log, options.command);
   }
 
-  /** Starts the executors, which tell `events` what they need and do from now on. */
+  /**
+   * Opens the pool: from now on an executor is started on the first event
+   * of its shard, and tells `events` what it needs and does.
+   */
   start(events: ExecutorPoolEvents = {}): void {
-    assert(this.#executors.length === 0, "an executor pool starts once");
+    assert(!this.#started, "an executor pool starts once");
+    this.#started = true;
     this.#events = events;
-    for (let index = 0; index < this.#options.size; index++) {
-      this.#executors.push(this.#spawn(index));
-    }
+  }
+
+  /** The executors started so far. */
+  #running(): Executor[] {
+    return this.#executors.filter((executor) => executor !== undefined);
+  }
+
+  /** Executor `index`, started now if it was not yet. */
+  #executorAt(index: number): Executor {
+    assert(this.#started, "an executor pool runs events once started");
+    return this.#executors[index] ??= this.#spawn(index);
   }
 
   /**
@@ -273,7 +290,7 @@ export class ExecutorPool {
     this.#classes = classes;
     this.#deploySeq = seq;
     this.#deployLine = line;
-    for (const executor of this.#executors) {
+    for (const executor of this.#running()) {
       this.#write(executor, { type: "classes", seq, line, classes });
     }
   }
@@ -523,7 +540,7 @@ export class ExecutorPool {
     this.#sweep = undefined;
     const now = this.#options.clock.monotonic();
     let pending = false;
-    for (const executor of this.#executors) {
+    for (const executor of this.#running()) {
       for (const event of executor.pending.values()) {
         pending = true;
         if (event.startedAt === undefined || event.timedOut) continue;
@@ -574,7 +591,7 @@ export class ExecutorPool {
   }
 
   #onTimeout(index: number, pending: PendingEvent) {
-    const executor = this.#executors[index];
+    const executor = this.#executors[index]!;
     pending.timedOut = true;
     const seconds = this.#options.eventTimeoutMs / 1000;
     pending.resolve({
@@ -669,7 +686,14 @@ export class ExecutorPool {
     until = 0,
     socket?: SpecialEvent,
   ): Promise<EventOutcome> {
-    const executor = this.#executors[index];
+    if (this.#closing && !this.#executors[index]) {
+      return Promise.resolve({
+        kind: "failed",
+        status: 503,
+        message: "the node stopped before this event ended; retry",
+      });
+    }
+    const executor = this.#executorAt(index);
     if (!executor.channel && executor.startedAt > this.#options.clock.monotonic()) {
       return Promise.resolve({
         kind: "failed",
@@ -701,6 +725,8 @@ export class ExecutorPool {
    */
   drop(actor: ActorKey, generation: number): Promise<boolean> {
     const executor = this.#executors[this.executorOf(actor)];
+    // An executor never started holds no actor: nothing to upload.
+    if (!executor) return Promise.resolve(true);
     const id = actorKeyString(actor);
     return new Promise((resolve) => {
       const earlier = executor.drops.get(id);
@@ -718,7 +744,7 @@ export class ExecutorPool {
    * vouched for, so each is restored at its next wake.
    */
   discardAll(): void {
-    for (const executor of this.#executors) this.#write(executor, { type: "discard-all" });
+    for (const executor of this.#running()) this.#write(executor, { type: "discard-all" });
   }
 
   /**
@@ -728,7 +754,7 @@ export class ExecutorPool {
    * told; its events carry the end as it is when they are sent.
    */
   extendLease(until: number): void {
-    for (const executor of this.#executors) {
+    for (const executor of this.#running()) {
       if (executor.channel?.connected) this.#write(executor, { type: "lease", until });
     }
   }
@@ -750,7 +776,8 @@ export class ExecutorPool {
   async close(): Promise<void> {
     this.#closing = true;
     this.#sweep?.cancel();
-    const closed = Promise.all(this.#executors.map((executor) =>
+    const executors = this.#running();
+    const closed = Promise.all(executors.map((executor) =>
       new Promise<void>((resolve) => {
         // One that never connected has not had its init: no database to close.
         if (!executor.channel?.connected || this.#runningEvent(executor)) return resolve();
@@ -762,7 +789,7 @@ export class ExecutorPool {
     const grace = this.#options.clock.sleep(CLOSE_GRACE_MS, controller.signal).catch(() => {});
     await Promise.race([closed, grace]);
     controller.abort();
-    for (const executor of this.#executors) {
+    for (const executor of executors) {
       executor.killed = true;
       for (const event of executor.pending.values()) {
         if (event.timedOut) continue;

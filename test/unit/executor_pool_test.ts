@@ -36,6 +36,15 @@ Deno.test("an executor that crashes at start is started again after a growing ba
   });
   pool.start();
   try {
+    // An executor starts on its shard's first event.
+    const first = await pool.run(0, { tenant: "default", class: "x", name: "y" }, 1, {
+      method: "GET",
+      path: "/",
+      query: "",
+      headers: [],
+      body: new Uint8Array(),
+    });
+    assert.equal(first.kind === "failed" && first.status, 503);
     await new Promise((r) => setTimeout(r, 2500));
     // Without a back-off a process that exits at once is started about
     // every 100 ms; with it, at 0, 0, 250, 500, 1000 and 2000 ms after each.
@@ -337,6 +346,9 @@ Deno.test("an executor that cannot be started at all is tried again after the ba
     },
   });
   try {
+    // An executor starts on its shard's first event.
+    const first = await pool.run(0, testbed("first"), 1, request("/rows"));
+    assert.equal(first.kind === "failed" && first.status, 503);
     await new Promise((r) => setTimeout(r, 1500));
     assert.ok(starts >= 2 && starts <= 6, `tried ${starts} times in 1.5 s`);
     assert.ok(
