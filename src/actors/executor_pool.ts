@@ -55,6 +55,15 @@ export const SUSPENDED_GRACE_MS = 2000;
 export const TIMEOUT_SWEEP_MS = 100;
 
 /**
+ * How long an executor's start (its process, its modules, its classes
+ * compiled) may take before the wall-clock limit of its first event counts:
+ * the limit counts from its `ready`, or from this much after the event was
+ * sent to it, whichever comes first. An executor starts on its shard's first
+ * event, on a machine that may be busy.
+ */
+export const EXECUTOR_START_MS = 10_000;
+
+/**
  * An executor that exits by itself sooner than this after it started counts
  * as a crash at start: the next one starts after a back-off.
  */
@@ -196,10 +205,16 @@ interface Executor {
   channel?: ExecutorChannel;
   /** When it was started, on the clock's monotonic time. */
   startedAt: number;
-  /** Messages posted before it was launched. */
+  /**
+   * Messages posted before it was ready, in order: its init goes out when it
+   * is launched, the others once it is ready (so that a lease renewed while
+   * it started reaches it before the events sent under that lease).
+   */
   early: ToExecutor[];
   /** Set when the pool killed the process on purpose. */
   killed: boolean;
+  /** Set once it told it is ready: its classes are compiled. */
+  ready: boolean;
   pending: PendingEvents<PendingEvent>;
   /** Pending events that said they wait on the bucket. */
   suspended: number;
@@ -311,6 +326,7 @@ export class ExecutorPool {
       startedAt: this.#options.clock.monotonic() + delayMs,
       early: [],
       killed: false,
+      ready: false,
       pending: new PendingEvents(),
       suspended: 0,
       drops: new Map(),
@@ -355,7 +371,7 @@ export class ExecutorPool {
         return;
       }
       executor.channel = channel;
-      for (const message of executor.early.splice(0)) channel.send(message);
+      channel.send(executor.early.shift()!);
     };
     if (delayMs > 0) this.#options.clock.setTimer(delayMs, start);
     else queueMicrotask(start);
@@ -376,7 +392,7 @@ export class ExecutorPool {
   }
 
   #write(executor: Executor, message: ToExecutor) {
-    if (executor.channel) executor.channel.send(message);
+    if (executor.channel && executor.ready) executor.channel.send(message);
     else executor.early.push(message);
   }
 
@@ -385,6 +401,8 @@ export class ExecutorPool {
       case "ready": {
         // No event can have started before the executor was ready: its
         // start-up (a process, the classes compiled) is not the event's time.
+        executor.ready = true;
+        for (const early of executor.early.splice(0)) executor.channel!.send(early);
         const now = this.#options.clock.monotonic();
         for (const event of executor.pending.values()) {
           if (event.startedAt !== undefined && !event.timedOut) event.startedAt = now;
@@ -530,7 +548,8 @@ export class ExecutorPool {
       }
     }
     if (!running || running.startedAt !== undefined) return;
-    running.startedAt = this.#options.clock.monotonic();
+    running.startedAt = this.#options.clock.monotonic() +
+      (executor.ready ? 0 : EXECUTOR_START_MS);
     // One sweep for every executor instead of a timer per event: a timer
     // set and cancelled per event cost 8 µs of the main thread's 100.
     this.#sweep ??= this.#options.clock.setTimer(TIMEOUT_SWEEP_MS, () => this.#sweepTimeouts());
@@ -750,12 +769,21 @@ export class ExecutorPool {
   /**
    * Tells the executors the node's lease, still valid, now ends at `until`
    * (wall-clock ms): an event sent under it may run until then, not only
-   * until the end it was sent with. An executor not connected yet is not
-   * told; its events carry the end as it is when they are sent.
+   * until the end it was sent with. An executor not ready yet is told before
+   * the events it has not been sent: right after the last `discard-all` it
+   * has not been sent, so that the renewal counts only for the events sent
+   * under this lease.
    */
   extendLease(until: number): void {
     for (const executor of this.#running()) {
-      if (executor.channel?.connected) this.#write(executor, { type: "lease", until });
+      if (executor.channel && executor.ready) {
+        this.#write(executor, { type: "lease", until });
+        continue;
+      }
+      const discard = executor.early.findLastIndex((message) => message.type === "discard-all");
+      // Not before the init of an executor not launched yet.
+      const at = Math.max(discard + 1, executor.early[0]?.type === "init" ? 1 : 0);
+      executor.early.splice(at, 0, { type: "lease", until });
     }
   }
 

@@ -416,3 +416,54 @@ Deno.test("closing the pool does not wait for an executor still running an event
     await Deno.remove(dataDir, { recursive: true });
   }
 });
+
+/** Starts the executor after `seconds`, as a busy machine may. */
+function slowStartCommand(seconds: number): (socketPath: string) => {
+  program: string;
+  args: string[];
+} {
+  const module = new URL("../../src/executor/main.ts", import.meta.url).href;
+  return (socketPath) => ({
+    program: "sh",
+    args: [
+      "-c",
+      `sleep ${seconds}; exec "$0" run -A --no-prompt "$1" "$2" "$3"`,
+      Deno.execPath(),
+      module,
+      socketPath,
+      String(Deno.pid),
+    ],
+  });
+}
+
+Deno.test("an executor that starts slower than what is left of the lease runs its first event under the renewal", async () => {
+  const dataDir = await Deno.makeTempDir();
+  // An executor starts on its shard's first event; this one takes 1.5 s.
+  const pool = await testbedPool(dataDir, [], { command: slowStartCommand(1.5) });
+  try {
+    // Sent under a lease with 1 s left, renewed while the executor starts.
+    const first = pool.run(0, testbed("a"), 1, request("/rows"), Date.now() + 1000);
+    await new Promise((r) => setTimeout(r, 500));
+    pool.extendLease(Date.now() + 10_000);
+    const outcome = await first;
+    assert.equal(outcome.kind, "response", JSON.stringify(outcome));
+  } finally {
+    await pool.close();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
+
+Deno.test("an executor's start is not its first event's time", async () => {
+  const dataDir = await Deno.makeTempDir();
+  const pool = await testbedPool(dataDir, [], {
+    command: slowStartCommand(1.5),
+    eventTimeoutMs: 1000,
+  });
+  try {
+    const outcome = await pool.run(0, testbed("a"), 1, request("/rows"));
+    assert.equal(outcome.kind, "response", JSON.stringify(outcome));
+  } finally {
+    await pool.close();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
