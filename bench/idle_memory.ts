@@ -56,6 +56,8 @@ export interface IdleRun {
   totalRssKiB: number;
   /** Summed Pss of every process of the run. */
   totalPssKiB: number;
+  /** The one request's time, ms: it starts the actor's executor. */
+  firstRequestMs: number;
 }
 
 function statusKiB(text: string, field: string): number {
@@ -116,8 +118,10 @@ async function idleRun(
   const args = task ? ["task", "serve", ...serve] : ["run", "-A", "main.ts", "serve", ...serve];
   const server: ServerProcess = await startServer(run, args, /node ready .*url=(http:\S+)/);
   try {
+    const started = performance.now();
     const answer = await fetch(`${server.url}/actor/counter/x`, { method: "POST" });
     await answer.body?.cancel();
+    const firstRequestMs = Math.round(performance.now() - started);
     if (!answer.ok) throw new Error(`POST /actor/counter/x answered ${answer.status}`);
     await new Promise((resolve) => setTimeout(resolve, idleMs));
     const processes = processTree(server.pid)
@@ -131,6 +135,7 @@ async function idleRun(
       nodeRssKiB: sum(processes.filter((memory) => memory.role !== "wrapper"), "rssKiB"),
       totalRssKiB: sum(processes, "rssKiB"),
       totalPssKiB: sum(processes, "pssKiB"),
+      firstRequestMs,
     };
   } finally {
     await server.stop();
@@ -196,6 +201,7 @@ function printRun(result: IdleRun): void {
     console.log(`  with the wrapper: RSS ${mib(result.totalRssKiB)} MiB`);
   }
   console.log(`  all, PSS: ${mib(result.totalPssKiB)} MiB`);
+  console.log(`  the request (starting the executor): ${result.firstRequestMs} ms`);
 }
 
 if (import.meta.main) {
