@@ -783,7 +783,9 @@ export class ExecutorPool {
       const discard = executor.early.findLastIndex((message) => message.type === "discard-all");
       // Not before the init of an executor not launched yet.
       const at = Math.max(discard + 1, executor.early[0]?.type === "init" ? 1 : 0);
-      executor.early.splice(at, 0, { type: "lease", until });
+      // One renewal waits at most: a later one replaces it.
+      if (executor.early[at]?.type === "lease") executor.early[at] = { type: "lease", until };
+      else executor.early.splice(at, 0, { type: "lease", until });
     }
   }
 
