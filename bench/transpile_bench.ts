@@ -8,7 +8,7 @@
  * cache, in the same run: `in-thread` (the baseline: jco's transpile
  * called on the main thread, as the node did before) and `node`
  * (`componentFromBytes`, the node's own path, whose transpile runs in a
- * worker). Reported: the longest stall and the whole time of each, and the
+ * process of its own). Reported: the longest stall and the whole time of each, and the
  * ratio of the stalls.
  *
  * The components: every example, and a large one made here (a C actor with

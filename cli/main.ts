@@ -10,6 +10,7 @@ import { CLUSTER_HELP, clusterCommand } from "./cluster.ts";
 import { DEPLOY_HELP, deployCommand } from "./deploy.ts";
 import { runExecutor } from "../src/executor/main.ts";
 import { executorNodePid } from "../src/executor/lifeline.ts";
+import { runTranspile } from "../src/actors/transpile_process.ts";
 import { VERSION } from "../src/version.ts";
 import { ComponentError } from "../src/actors/component.ts";
 import { type NodeDependencies, NodeStartError } from "../src/node/mod.ts";
@@ -81,6 +82,10 @@ export async function runCli(args: string[], deps: NodeDependencies = {}): Promi
         // A node's executor process, started by the node itself (how a
         // compiled binary runs its executors): not for people.
         await runExecutor(rest[0], executorNodePid(rest[1]));
+        return 0;
+      case "__transpile":
+        // A node's transpile of a component, in a process of its own.
+        await runTranspile();
         return 0;
       default:
         throw new UsageError(`unknown command '${command}' (see wasmkeep --help)`);

@@ -7,6 +7,7 @@
  */
 
 import type { Transpiled } from "./component_transpile.ts";
+import { decodeTranspiled } from "./transpile_process.ts";
 import { MAX_SPARE_CACHED_COMPONENTS } from "../limits.ts";
 // Where the component's users have always found them.
 export { ACTOR_EXPORTS, ACTOR_IMPORTS, ASYNC_IMPORTS } from "./component_transpile.ts";
@@ -297,15 +298,16 @@ let transpiles = 0;
 const waitingToTranspile: (() => void)[] = [];
 
 /**
- * Transpiles `bytes` in a worker of its own, so that a large component
- * (seconds of jco's time) never holds the node's main thread, where its
- * leases, heartbeats and routing run; the worker ends with its transpile.
+ * Transpiles `bytes` in a process of its own (transpile_process.ts), so that
+ * a large component (seconds of jco's time) never holds the node's main
+ * thread, where its leases, heartbeats and routing run, and jco's memory goes
+ * back to the system when it ends.
  */
 async function transpileOffThread(bytes: Uint8Array): Promise<Transpiled> {
   if (transpiles < TRANSPILES_AT_ONCE) transpiles++;
   else await new Promise<void>((resolve) => waitingToTranspile.push(resolve));
   try {
-    return await inWorker(bytes);
+    return await inProcess(bytes);
   } finally {
     // The place passes to the next in line, or frees up.
     const next = waitingToTranspile.shift();
@@ -314,18 +316,38 @@ async function transpileOffThread(bytes: Uint8Array): Promise<Transpiled> {
   }
 }
 
-function inWorker(bytes: Uint8Array): Promise<Transpiled> {
-  const worker = new Worker(new URL("./transpile_worker.ts", import.meta.url).href, {
-    type: "module",
-  });
-  return new Promise<Transpiled>((resolve, reject) => {
-    worker.onmessage = (event: MessageEvent<Transpiled>) => resolve(event.data);
-    worker.onerror = (event) => {
-      event.preventDefault();
-      reject(new Error(`the transpile worker failed: ${event.message}`));
-    };
-    worker.onmessageerror = () =>
-      reject(new Error("the transpile worker's answer could not be read"));
-    worker.postMessage(bytes);
-  }).finally(() => worker.terminate());
+async function inProcess(bytes: Uint8Array): Promise<Transpiled> {
+  const { program, args } = transpileCommand();
+  const child = new Deno.Command(program, {
+    args,
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const output = child.output();
+  try {
+    const writer = child.stdin.getWriter();
+    await writer.write(bytes);
+    await writer.close();
+  } catch {
+    // It died before it read everything: its exit says why.
+  }
+  const { code, stdout, stderr } = await output;
+  if (code !== 0) {
+    const why = new TextDecoder().decode(stderr).trim().split("\n").pop() || `exit code ${code}`;
+    throw new Error(`the transpile process failed: ${why}`);
+  }
+  return decodeTranspiled(stdout);
+}
+
+/**
+ * How to start a transpile: the compiled binary runs itself with a hidden
+ * command; `deno run` runs the module by its URL (a file, or JSR).
+ */
+function transpileCommand(): { program: string; args: string[] } {
+  const program = Deno.execPath();
+  const binary = program.split(/[\\/]/).pop()!;
+  if (!/^deno(\.exe)?$/.test(binary)) return { program, args: ["__transpile"] };
+  const module = new URL("./transpile_process.ts", import.meta.url).href;
+  return { program, args: ["run", "-A", "--no-prompt", module] };
 }

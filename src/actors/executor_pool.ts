@@ -1,6 +1,9 @@
 /**
  * The execution plane as the main thread sees it: a few executor processes
- * (src/executor/), actors sharded over them by key. The pool enforces the
+ * (src/executor/), actors sharded over them by key, each started on the
+ * first event of an actor of its shard (an idle executor costs about 50 MB:
+ * a node that serves one actor runs one; docs/performance.md "Idle
+ * memory"). The pool enforces the
  * wall-clock limit of events: an event past it is answered 504, and an
  * executor stuck in it is killed and replaced without touching the other
  * executors or the main thread.
@@ -52,6 +55,15 @@ export const SUSPENDED_GRACE_MS = 2000;
 export const TIMEOUT_SWEEP_MS = 100;
 
 /**
+ * How long an executor's start (its process, its modules, its classes
+ * compiled) may take before the wall-clock limit of its first event counts:
+ * the limit counts from its `ready`, or from this much after the event was
+ * sent to it, whichever comes first. An executor starts on its shard's first
+ * event, on a machine that may be busy.
+ */
+export const EXECUTOR_START_MS = 10_000;
+
+/**
  * An executor that exits by itself sooner than this after it started counts
  * as a crash at start: the next one starts after a back-off.
  */
@@ -73,7 +85,7 @@ export const CLOSE_GRACE_MS = 19_000;
 
 /** Options of {@linkcode ExecutorPool}. */
 export interface ExecutorPoolOptions {
-  /** Number of executor processes (one per core by default). */
+  /** Number of executor processes at most (one per core by default), each started on first use. */
   size: number;
   dataDir: string;
   classes: ExecutorClass[];
@@ -193,10 +205,16 @@ interface Executor {
   channel?: ExecutorChannel;
   /** When it was started, on the clock's monotonic time. */
   startedAt: number;
-  /** Messages posted before it was launched. */
+  /**
+   * Messages posted before it was ready, in order: its init goes out when it
+   * is launched, the others once it is ready (so that a lease renewed while
+   * it started reaches it before the events sent under that lease).
+   */
   early: ToExecutor[];
   /** Set when the pool killed the process on purpose. */
   killed: boolean;
+  /** Set once it told it is ready: its classes are compiled. */
+  ready: boolean;
   pending: PendingEvents<PendingEvent>;
   /** Pending events that said they wait on the bucket. */
   suspended: number;
@@ -230,7 +248,9 @@ export function shardOf(id: string, size: number): number {
 export class ExecutorPool {
   readonly #options: ExecutorPoolOptions;
   #events: ExecutorPoolEvents = {};
-  readonly #executors: Executor[] = [];
+  /** By index; unset until an actor of its shard has its first event. */
+  readonly #executors: (Executor | undefined)[] = [];
+  #started = false;
   readonly #launcher: ExecutorLauncher;
   /** Crashes at start in a row, per executor index. */
   readonly #crashStreak: number[] = [];
@@ -242,7 +262,7 @@ export class ExecutorPool {
   #deploySeq: number;
   #deployLine: string;
 
-  /** A pool of `options.size` executors, none started before {@linkcode ExecutorPool.start}. */
+  /** A pool of `options.size` executors, none started before its first event. */
   constructor(options: ExecutorPoolOptions) {
     this.#options = options;
     this.#classes = options.classes;
@@ -251,13 +271,25 @@ export class ExecutorPool {
     this.#launcher = options.launcher ?? new ProcessLauncher(options.log, options.command);
   }
 
-  /** Starts the executors, which tell `events` what they need and do from now on. */
+  /**
+   * Opens the pool: from now on an executor is started on the first event
+   * of its shard, and tells `events` what it needs and does.
+   */
   start(events: ExecutorPoolEvents = {}): void {
-    assert(this.#executors.length === 0, "an executor pool starts once");
+    assert(!this.#started, "an executor pool starts once");
+    this.#started = true;
     this.#events = events;
-    for (let index = 0; index < this.#options.size; index++) {
-      this.#executors.push(this.#spawn(index));
-    }
+  }
+
+  /** The executors started so far. */
+  #running(): Executor[] {
+    return this.#executors.filter((executor) => executor !== undefined);
+  }
+
+  /** Executor `index`, started now if it was not yet. */
+  #executorAt(index: number): Executor {
+    assert(this.#started, "an executor pool runs events once started");
+    return this.#executors[index] ??= this.#spawn(index);
   }
 
   /**
@@ -273,7 +305,7 @@ export class ExecutorPool {
     this.#classes = classes;
     this.#deploySeq = seq;
     this.#deployLine = line;
-    for (const executor of this.#executors) {
+    for (const executor of this.#running()) {
       this.#write(executor, { type: "classes", seq, line, classes });
     }
   }
@@ -294,6 +326,7 @@ export class ExecutorPool {
       startedAt: this.#options.clock.monotonic() + delayMs,
       early: [],
       killed: false,
+      ready: false,
       pending: new PendingEvents(),
       suspended: 0,
       drops: new Map(),
@@ -338,7 +371,7 @@ export class ExecutorPool {
         return;
       }
       executor.channel = channel;
-      for (const message of executor.early.splice(0)) channel.send(message);
+      channel.send(executor.early.shift()!);
     };
     if (delayMs > 0) this.#options.clock.setTimer(delayMs, start);
     else queueMicrotask(start);
@@ -359,7 +392,7 @@ export class ExecutorPool {
   }
 
   #write(executor: Executor, message: ToExecutor) {
-    if (executor.channel) executor.channel.send(message);
+    if (executor.channel && executor.ready) executor.channel.send(message);
     else executor.early.push(message);
   }
 
@@ -368,6 +401,8 @@ export class ExecutorPool {
       case "ready": {
         // No event can have started before the executor was ready: its
         // start-up (a process, the classes compiled) is not the event's time.
+        executor.ready = true;
+        for (const early of executor.early.splice(0)) executor.channel!.send(early);
         const now = this.#options.clock.monotonic();
         for (const event of executor.pending.values()) {
           if (event.startedAt !== undefined && !event.timedOut) event.startedAt = now;
@@ -513,7 +548,8 @@ export class ExecutorPool {
       }
     }
     if (!running || running.startedAt !== undefined) return;
-    running.startedAt = this.#options.clock.monotonic();
+    running.startedAt = this.#options.clock.monotonic() +
+      (executor.ready ? 0 : EXECUTOR_START_MS);
     // One sweep for every executor instead of a timer per event: a timer
     // set and cancelled per event cost 8 µs of the main thread's 100.
     this.#sweep ??= this.#options.clock.setTimer(TIMEOUT_SWEEP_MS, () => this.#sweepTimeouts());
@@ -523,7 +559,7 @@ export class ExecutorPool {
     this.#sweep = undefined;
     const now = this.#options.clock.monotonic();
     let pending = false;
-    for (const executor of this.#executors) {
+    for (const executor of this.#running()) {
       for (const event of executor.pending.values()) {
         pending = true;
         if (event.startedAt === undefined || event.timedOut) continue;
@@ -574,7 +610,7 @@ export class ExecutorPool {
   }
 
   #onTimeout(index: number, pending: PendingEvent) {
-    const executor = this.#executors[index];
+    const executor = this.#executors[index]!;
     pending.timedOut = true;
     const seconds = this.#options.eventTimeoutMs / 1000;
     pending.resolve({
@@ -669,7 +705,14 @@ export class ExecutorPool {
     until = 0,
     socket?: SpecialEvent,
   ): Promise<EventOutcome> {
-    const executor = this.#executors[index];
+    if (this.#closing && !this.#executors[index]) {
+      return Promise.resolve({
+        kind: "failed",
+        status: 503,
+        message: "the node stopped before this event ended; retry",
+      });
+    }
+    const executor = this.#executorAt(index);
     if (!executor.channel && executor.startedAt > this.#options.clock.monotonic()) {
       return Promise.resolve({
         kind: "failed",
@@ -701,6 +744,8 @@ export class ExecutorPool {
    */
   drop(actor: ActorKey, generation: number): Promise<boolean> {
     const executor = this.#executors[this.executorOf(actor)];
+    // An executor never started holds no actor: nothing to upload.
+    if (!executor) return Promise.resolve(true);
     const id = actorKeyString(actor);
     return new Promise((resolve) => {
       const earlier = executor.drops.get(id);
@@ -718,18 +763,29 @@ export class ExecutorPool {
    * vouched for, so each is restored at its next wake.
    */
   discardAll(): void {
-    for (const executor of this.#executors) this.#write(executor, { type: "discard-all" });
+    for (const executor of this.#running()) this.#write(executor, { type: "discard-all" });
   }
 
   /**
    * Tells the executors the node's lease, still valid, now ends at `until`
    * (wall-clock ms): an event sent under it may run until then, not only
-   * until the end it was sent with. An executor not connected yet is not
-   * told; its events carry the end as it is when they are sent.
+   * until the end it was sent with. An executor not ready yet is told before
+   * the events it has not been sent: right after the last `discard-all` it
+   * has not been sent, so that the renewal counts only for the events sent
+   * under this lease.
    */
   extendLease(until: number): void {
-    for (const executor of this.#executors) {
-      if (executor.channel?.connected) this.#write(executor, { type: "lease", until });
+    for (const executor of this.#running()) {
+      if (executor.channel && executor.ready) {
+        this.#write(executor, { type: "lease", until });
+        continue;
+      }
+      const discard = executor.early.findLastIndex((message) => message.type === "discard-all");
+      // Not before the init of an executor not launched yet.
+      const at = Math.max(discard + 1, executor.early[0]?.type === "init" ? 1 : 0);
+      // One renewal waits at most: a later one replaces it.
+      if (executor.early[at]?.type === "lease") executor.early[at] = { type: "lease", until };
+      else executor.early.splice(at, 0, { type: "lease", until });
     }
   }
 
@@ -750,7 +806,8 @@ export class ExecutorPool {
   async close(): Promise<void> {
     this.#closing = true;
     this.#sweep?.cancel();
-    const closed = Promise.all(this.#executors.map((executor) =>
+    const executors = this.#running();
+    const closed = Promise.all(executors.map((executor) =>
       new Promise<void>((resolve) => {
         // One that never connected has not had its init: no database to close.
         if (!executor.channel?.connected || this.#runningEvent(executor)) return resolve();
@@ -762,7 +819,7 @@ export class ExecutorPool {
     const grace = this.#options.clock.sleep(CLOSE_GRACE_MS, controller.signal).catch(() => {});
     await Promise.race([closed, grace]);
     controller.abort();
-    for (const executor of this.#executors) {
+    for (const executor of executors) {
       executor.killed = true;
       for (const event of executor.pending.values()) {
         if (event.timedOut) continue;

@@ -10,10 +10,17 @@
  *   its actors' last uploads landed, or with SIGKILL.
  * - **It never outlives the node.** A node that dies without a stop (SIGKILL,
  *   a crash, a second Ctrl-C) cannot end its executors, and one that runs a
- *   looping actor never reads its socket's end. A Worker thread, which such
- *   a loop does not hold, checks every {@linkcode PARENT_CHECK_MS} that the
- *   node is still this process's parent, and kills the process otherwise
- *   (an orphan is given to init or a subreaper, so its parent id changes).
+ *   looping actor never reads its socket's end, nor runs a timer. On Linux
+ *   the kernel kills it: the executor asks for SIGKILL at its parent's death
+ *   (`prctl(PR_SET_PDEATHSIG)`, through libc), which no loop can hold off.
+ *   The kernel sends it when the thread that spawned the executor ends: the
+ *   node spawns executors from its main thread (JavaScript's), which ends
+ *   only with the process. Elsewhere a Worker thread, which a loop does not
+ *   hold either, checks every {@linkcode PARENT_CHECK_MS} that the node is
+ *   still this process's parent, and kills the process otherwise (an orphan
+ *   is given to init or a subreaper, so its parent id changes). The Worker
+ *   costs an isolate, about 18 MB of an executor's memory (docs/performance.md
+ *   "Idle memory"); the kernel's signal costs nothing.
  *
  * @module
  */
@@ -35,8 +42,8 @@ const GROUP_STOP_SIGNALS: Deno.Signal[] = ["SIGINT", "SIGTERM"];
 
 /**
  * Ties this process to its node `nodePid`: group stops are ignored, and the
- * process kills itself once `nodePid` is no longer its parent (at once if
- * it already is not). Unix only; elsewhere it does nothing.
+ * process is killed once `nodePid` is no longer its parent (at once if it
+ * already is not). Unix only; elsewhere it does nothing.
  *
  * @example
  * ```ts ignore
@@ -46,6 +53,11 @@ const GROUP_STOP_SIGNALS: Deno.Signal[] = ["SIGINT", "SIGTERM"];
 export function bindToNode(nodePid: number): void {
   if (Deno.build.os === "windows") return;
   for (const signal of GROUP_STOP_SIGNALS) Deno.addSignalListener(signal, () => {});
+  if (Deno.build.os === "linux" && killedWithParent()) {
+    // Asked after the process started: a node that died before is seen here.
+    if (Deno.ppid !== nodePid) Deno.kill(Deno.pid, "SIGKILL");
+    return;
+  }
   // Inline, so a compiled binary needs no module file for it. The Worker
   // keeps the process alive: the executor exits explicitly when it is done.
   const watch = `
@@ -56,6 +68,31 @@ export function bindToNode(nodePid: number): void {
     setInterval(check, ${PARENT_CHECK_MS});
   `;
   new Worker(`data:application/javascript,${encodeURIComponent(watch)}`, { type: "module" });
+}
+
+/** `PR_SET_PDEATHSIG` of prctl(2), and the signal asked for. */
+const PR_SET_PDEATHSIG = 1;
+const SIGKILL = 9n;
+
+/**
+ * Asks Linux to SIGKILL this process when its parent dies; false when libc
+ * cannot be opened (a static or musl build), and the Worker watches instead.
+ */
+function killedWithParent(): boolean {
+  let libc;
+  try {
+    libc = Deno.dlopen("libc.so.6", {
+      prctl: { parameters: ["i32", "u64", "u64", "u64", "u64"], result: "i32" },
+    });
+  } catch {
+    return false;
+  }
+  try {
+    return libc.symbols.prctl(PR_SET_PDEATHSIG, SIGKILL, 0n, 0n, 0n) === 0;
+  } finally {
+    // The setting stays with the process; the library is not needed again.
+    libc.close();
+  }
 }
 
 /**

@@ -36,6 +36,15 @@ Deno.test("an executor that crashes at start is started again after a growing ba
   });
   pool.start();
   try {
+    // An executor starts on its shard's first event.
+    const first = await pool.run(0, { tenant: "default", class: "x", name: "y" }, 1, {
+      method: "GET",
+      path: "/",
+      query: "",
+      headers: [],
+      body: new Uint8Array(),
+    });
+    assert.equal(first.kind === "failed" && first.status, 503);
     await new Promise((r) => setTimeout(r, 2500));
     // Without a back-off a process that exits at once is started about
     // every 100 ms; with it, at 0, 0, 250, 500, 1000 and 2000 ms after each.
@@ -337,6 +346,9 @@ Deno.test("an executor that cannot be started at all is tried again after the ba
     },
   });
   try {
+    // An executor starts on its shard's first event.
+    const first = await pool.run(0, testbed("first"), 1, request("/rows"));
+    assert.equal(first.kind === "failed" && first.status, 503);
     await new Promise((r) => setTimeout(r, 1500));
     assert.ok(starts >= 2 && starts <= 6, `tried ${starts} times in 1.5 s`);
     assert.ok(
@@ -401,6 +413,57 @@ Deno.test("closing the pool does not wait for an executor still running an event
     const outcome = await loop;
     assert.equal(outcome.kind === "failed" && outcome.status, 503);
   } finally {
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
+
+/** Starts the executor after `seconds`, as a busy machine may. */
+function slowStartCommand(seconds: number): (socketPath: string) => {
+  program: string;
+  args: string[];
+} {
+  const module = new URL("../../src/executor/main.ts", import.meta.url).href;
+  return (socketPath) => ({
+    program: "sh",
+    args: [
+      "-c",
+      `sleep ${seconds}; exec "$0" run -A --no-prompt "$1" "$2" "$3"`,
+      Deno.execPath(),
+      module,
+      socketPath,
+      String(Deno.pid),
+    ],
+  });
+}
+
+Deno.test("an executor that starts slower than what is left of the lease runs its first event under the renewal", async () => {
+  const dataDir = await Deno.makeTempDir();
+  // An executor starts on its shard's first event; this one takes 1.5 s.
+  const pool = await testbedPool(dataDir, [], { command: slowStartCommand(1.5) });
+  try {
+    // Sent under a lease with 1 s left, renewed while the executor starts.
+    const first = pool.run(0, testbed("a"), 1, request("/rows"), Date.now() + 1000);
+    await new Promise((r) => setTimeout(r, 500));
+    pool.extendLease(Date.now() + 10_000);
+    const outcome = await first;
+    assert.equal(outcome.kind, "response", JSON.stringify(outcome));
+  } finally {
+    await pool.close();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
+
+Deno.test("an executor's start is not its first event's time", async () => {
+  const dataDir = await Deno.makeTempDir();
+  const pool = await testbedPool(dataDir, [], {
+    command: slowStartCommand(1.5),
+    eventTimeoutMs: 1000,
+  });
+  try {
+    const outcome = await pool.run(0, testbed("a"), 1, request("/rows"));
+    assert.equal(outcome.kind, "response", JSON.stringify(outcome));
+  } finally {
+    await pool.close();
     await Deno.remove(dataDir, { recursive: true });
   }
 });

@@ -111,7 +111,16 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
 
 Deno.test("SIGKILL of a node: its executors exit by themselves, a looping one too, and the next start removes what it left", async () => {
   const dir = await scratchDir("wk-group-kill-");
-  const actors = ["--actor", `counter=${COUNTER_WASM}`, "--actor", `testbed=${TESTBED_WASM}`];
+  // Two executors, whatever the cores: counter/x and testbed/spin are on
+  // different shards of two, and an executor starts on its shard's first event.
+  const actors = [
+    "--actor",
+    `counter=${COUNTER_WASM}`,
+    "--actor",
+    `testbed=${TESTBED_WASM}`,
+    "--executors",
+    "2",
+  ];
   try {
     const node = await startGroupNode("a", dir, actors);
     let executors: number[];

@@ -52,6 +52,8 @@ Deno.test("an endless loop gets 504 while health and other actors keep answering
     const stranger = nameOnShard(1, "other");
     // Wake the neighbour first so its instance is lost with the executor.
     assert.equal((await fetch(`${node.url}/actor/testbed/${neighbour}/insert?x`)).status, 200);
+    // And the stranger, whose executor starts on its shard's first event.
+    assert.equal((await fetch(`${node.url}/actor/testbed/${stranger}/rows`)).status, 200);
     const started = performance.now();
     const loop = fetch(`${node.url}/actor/testbed/${looper}/loop`);
     await new Promise((r) => setTimeout(r, 300));
