@@ -3,12 +3,12 @@ import { FakeClock } from "../bucket/fake_clock.ts";
 import { pending } from "../helpers/pending.ts";
 import {
   type Connect,
-  FORWARDED_BY_HEADER,
   Forwarder,
   type ForwarderOptions,
   type ForwardRequest,
   type ForwardResult,
 } from "../../src/http/forward.ts";
+import { FORWARDED_BY_HEADER } from "../../src/net/headers.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
