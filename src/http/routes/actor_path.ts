@@ -8,28 +8,31 @@
 
 import type { ActorKey } from "../../actors/key.ts";
 import { notReadyLine } from "../../net/headers.ts";
-import { type ActorTarget, actorTarget } from "../actor_target.ts";
+import { type ActorTarget, actorTarget, dotSegmentProblem } from "../actor_target.ts";
 import { retryLater, textResponse } from "../answers.ts";
 import type { PortContext } from "../port_context.ts";
 import type { Incoming } from "./route.ts";
 
 /**
- * Whether `url` is an actor's path (`/actor/...`).
+ * Whether the request is for an actor's path (`/actor/...`), or was sent
+ * as one before its `.` and `..` steps were resolved.
  *
  * @example
  * ```ts
  * import { isActorPath } from "./actor_path.ts";
- * isActorPath(new URL("http://a/actor/c/n")); // true
+ * const request = new Request("http://a/actor/c/n");
+ * isActorPath({ request, url: new URL(request.url) }); // true
  * ```
  */
-export function isActorPath(url: URL): boolean {
-  return url.pathname.startsWith("/actor/");
+export function isActorPath({ request, url }: Pick<Incoming, "request" | "url">): boolean {
+  return url.pathname.startsWith("/actor/") || dotSegmentProblem(request.url) !== undefined;
 }
 
 /**
  * The actor the request's path names, or the answer refusing it: 400 for a
  * bad name, 404 for a class this node does not have, 503 while the node
  * does not know its classes yet (its app's first version not applied).
+ * A `.` or `..` for the class or name is a bad name too, as sent.
  *
  * @example
  * ```ts ignore
@@ -37,7 +40,9 @@ export function isActorPath(url: URL): boolean {
  * if (target instanceof Response) return target;
  * ```
  */
-export function actorOf({ url }: Incoming, context: PortContext): ActorTarget | Response {
+export function actorOf({ request, url }: Incoming, context: PortContext): ActorTarget | Response {
+  const dots = dotSegmentProblem(request.url);
+  if (dots) return textResponse(dots.status, dots.line);
   const target = actorTarget(url.pathname, context.hasClass);
   if (!("status" in target)) return target;
   if (target.status === 404 && context.classesKnown?.() === false) {

@@ -180,6 +180,6 @@ async function runRequest(incoming: Incoming, context: PortContext): Promise<Res
  * ```
  */
 export const actorRequest: Route = {
-  matches: ({ url }) => isActorPath(url),
+  matches: (incoming) => isActorPath(incoming),
   answer: runRequest,
 };

@@ -57,6 +57,7 @@ async function openUpgrade(incoming: Incoming, context: PortContext): Promise<Re
  * ```
  */
 export const actorUpgrade: Route = {
-  matches: ({ url, headers }) => isActorPath(url) && headers.upgrade?.toLowerCase() === "websocket",
+  matches: (incoming) =>
+    isActorPath(incoming) && incoming.headers.upgrade?.toLowerCase() === "websocket",
   answer: openUpgrade,
 };
