@@ -10,7 +10,7 @@
  */
 
 import type { ActorKey } from "../src/actors/key.ts";
-import { NODE_HEADER } from "../src/http/client_handler.ts";
+import { NODE_HEADER } from "../src/net/headers.ts";
 import { between } from "./bucket.ts";
 import { describeError } from "../src/describe_error.ts";
 import { exp, type SimActor, type SimContext } from "./context.ts";

@@ -34,7 +34,8 @@
 
 import type { Socket } from "node:net";
 import tls from "node:tls";
-import { isValidHost, textResponse } from "./client_handler.ts";
+import { isValidHost } from "./request_head.ts";
+import { textResponse } from "./answers.ts";
 import { IDLE_TIMEOUT_MS } from "./forward.ts";
 import type { Logger } from "../log.ts";
 import { assert } from "../assert.ts";

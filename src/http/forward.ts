@@ -37,6 +37,7 @@
 import { describeError } from "../describe_error.ts";
 import { type Clock, systemClock, type Timer } from "../time/clock.ts";
 import { DeadlineQueue } from "../net/deadlines.ts";
+import { FORWARDED_BY_HEADER } from "../net/headers.ts";
 import { type ByteConn, Connection } from "../net/h1/connection.ts";
 import { AnswerBody } from "../net/h1/answer.ts";
 import { converse, type Conversed, Switched, unreachable, Unsent } from "../net/h1/exchange.ts";
@@ -73,8 +74,6 @@ export const MAX_IDLE_PER_PEER = 64;
 export const MAX_OPEN_CONNECTIONS = 1024;
 /** Largest answer body accepted from a peer; a larger one is refused, never truncated. */
 export const MAX_FORWARDED_BODY_BYTES = 32 * 1024 * 1024;
-/** The header naming the node that forwarded a request, so its peer does not forward it again. */
-export const FORWARDED_BY_HEADER = "x-wasmkeep-forwarded-by";
 
 /** A request to forward. `path` includes the query (`/actor/c/n/x?y=1`). */
 export type ForwardRequest = RequestHead;

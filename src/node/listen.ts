@@ -22,7 +22,11 @@ export type ClientListen = (handler: (request: Request) => Promise<Response>) =>
 /**
  * `Deno.serve` on `hostname:port`: a request the handler fails is answered
  * 500 and logged; an address that cannot be bound is a `NodeStartError`
- * naming `--listen`.
+ * naming `--listen`. The node runs with Deno's new request abort (deno.json
+ * `"unstable": ["no-legacy-abort"]`, or `--unstable-no-legacy-abort` where
+ * no config is read): `request.signal` aborts only when the client left,
+ * which is all the node reads it for, and the runtime logs no line about
+ * the legacy abort on successful responses.
  *
  * @example
  * ```ts ignore

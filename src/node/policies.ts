@@ -24,7 +24,7 @@ import type { CallSigner, ClusterPlane } from "../cluster/cluster_plane.ts";
 import type { ClusterSecret } from "../security/cluster_secret.ts";
 import { SIGNATURE_HEADER, signCall, verifyCall } from "../security/call_signature.ts";
 import { NonceCache } from "../security/nonce_cache.ts";
-import type { CallVerdict, SignedRequest } from "../http/client_handler.ts";
+import type { CallVerdict, SignedRequest } from "../http/port_context.ts";
 
 /**
  * Whether an actor whose record names `record.node` is free for this node

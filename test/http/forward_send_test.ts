@@ -6,7 +6,8 @@
 
 import assert from "node:assert/strict";
 import { until } from "../helpers/until.ts";
-import { FORWARDED_BY_HEADER, Forwarder } from "../../src/http/forward.ts";
+import { Forwarder } from "../../src/http/forward.ts";
+import { FORWARDED_BY_HEADER } from "../../src/net/headers.ts";
 import {
   countingConnect,
   delay,

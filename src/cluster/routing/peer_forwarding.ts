@@ -29,7 +29,7 @@
 import { type ActorKey, actorKeyString } from "../../actors/key.ts";
 import type { ActorRequest, ActorResponse } from "../../actors/protocol.ts";
 import { AssertionError } from "../../assert.ts";
-import { NODE_HEADER, NOT_HELD_HEADER, NOT_HELD_STATUS } from "../../http/client_handler.ts";
+import { NODE_HEADER, NOT_HELD_HEADER, NOT_HELD_STATUS } from "../../net/headers.ts";
 import {
   type ByteConn,
   type Connect,

@@ -13,7 +13,7 @@ import type { FireResult } from "../../alarms/alarm_timers.ts";
 import { ALARM_FIRED_STATUS } from "../../alarms/alarm_event.ts";
 import type { CallNotRun } from "../../actors/call_router.ts";
 import type { Logger } from "../../log.ts";
-import { FORWARDED_BY_HEADER } from "../../http/forward.ts";
+import { FORWARDED_BY_HEADER } from "../../net/headers.ts";
 import type { ClusterPlane } from "../cluster_plane.ts";
 import type { FailoverWaits } from "../failover_wait.ts";
 import { MalformedRecord } from "../ownership.ts";
