@@ -61,8 +61,16 @@ function pathWith(bin: string): Record<string, string> {
 Deno.test("README: the wasmkeep command, installed from a clone, and the JSR form names the package's ./cli export", async () => {
   await installWasmkeep();
   const text = await Deno.readTextFile(`${ROOT}README.md`);
-  const jsr = text.match(/deno install -g -A -n wasmkeep (jsr:\S+)/)?.[1];
+  const [, flags, jsr] =
+    text.match(/deno install -g -A ((?:--unstable-\S+ )*)-n wasmkeep (jsr:\S+)/) ??
+      [];
   assert.equal(jsr, `jsr:${DENO_JSON.name}/cli`);
+  // A package's deno.json is not read when it runs from JSR: its switches are flags there.
+  const unstable: string[] = DENO_JSON.unstable ?? [];
+  assert.deepEqual(
+    flags.trim().split(/\s+/).filter(Boolean),
+    unstable.map((u) => `--unstable-${u}`),
+  );
   assert.equal(DENO_JSON.exports["./cli"], "./main.ts");
 });
 
