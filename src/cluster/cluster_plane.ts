@@ -8,7 +8,7 @@
  */
 
 import type { Bucket } from "../bucket/bucket.ts";
-import type { CallToSign } from "../security/call_signature.ts";
+import type { CallSigner } from "../security/call_signature.ts";
 import { type ActorKey, actorKeyString } from "../actors/key.ts";
 import { HolderMemory } from "./routing/holders.ts";
 import type { Clock } from "../time/clock.ts";
@@ -67,8 +67,8 @@ export interface ClusterPlaneOptions {
   signCall?: CallSigner;
 }
 
-/** Signs a call between nodes (src/security/call_signature.ts with the cluster secret). */
-export type CallSigner = (call: CallToSign) => [string, string][];
+/** The node's policies name the signer by the plane they sign for. */
+export type { CallSigner } from "../security/call_signature.ts";
 
 /**
  * Whether `heartbeat` frees `record` at `now`: released, or fenced at least

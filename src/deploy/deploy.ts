@@ -27,6 +27,7 @@ import {
   checkFirstDeploy,
   checkRequest,
   DeployRefusal,
+  type DeployRequest,
   DeployUsageError,
   legacyWarning,
 } from "./deploy_checks.ts";
@@ -37,23 +38,7 @@ import {
   type RetentionResult,
 } from "./retention.ts";
 
-export { DeployRefusal, DeployUsageError, otherApps } from "./deploy_checks.ts";
-
-/** What one deploy asks for; every map is by class name. */
-export interface DeployRequest {
-  /**
-   * `--actor CLASS=PATH`: with any, these are the version's classes (a
-   * current class not among them is removed); with none, the current
-   * classes are kept as they are.
-   */
-  actors?: Record<string, string>;
-  /** `--access CLASS=RULE`; `open` removes a rule. */
-  access?: Record<string, AccessRule>;
-  /** `--config CLASS=FILE`, as parsed; an empty record (`CLASS=`) removes the configuration. */
-  config?: Record<string, Record<string, string>>;
-  /** `--requires CLASS=NAME,...`; an empty list (`CLASS=`) removes the names. */
-  requires?: Record<string, string[]>;
-}
+export { DeployRefusal, type DeployRequest, DeployUsageError, otherApps } from "./deploy_checks.ts";
 
 /** How a deploy or rollback runs. */
 export interface DeployOptions {
