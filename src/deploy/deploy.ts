@@ -17,7 +17,7 @@ import { type Bucket, PreconditionFailed } from "../bucket/bucket.ts";
 import { randomHex } from "../bucket/random.ts";
 import { systemRandom } from "../time/clock.ts";
 import { appComponentKey, appCurrentKey, appVersionKey } from "../bucket/keys.ts";
-import { type AccessRule, formatAccessRule, OPEN, reopens } from "./access_rule.ts";
+import { formatAccessRule, OPEN, reopens } from "./access_rule.ts";
 import { type AppName, appNameString } from "./app_name.ts";
 import { type ReadCurrent, readCurrent, readVersion } from "./app_objects.ts";
 import { type AppVersion, type ClassVersion, encodeCurrent, encodeVersion } from "./manifest.ts";
