@@ -257,7 +257,12 @@ Deno.test("layers: no folder of src/ is in an import cycle with another", () => 
   for (const edge of srcEdges) {
     const from = folderOf(edge.from);
     const to = folderOf(edge.to);
-    if (from !== to && !isKnown(edge)) byFolders.set(`${from}\n${to}`, edge);
+    const key = `${from}\n${to}`;
+    // A module's own import names the edge before an example's does.
+    if (from === to || isKnown(edge) || byFolders.has(key) && !byFolders.get(key)!.example) {
+      continue;
+    }
+    byFolders.set(key, edge);
   }
   const found = cycles(
     graphOf([...byFolders.keys()].map((key) => key.split("\n") as [string, string])),
