@@ -67,7 +67,7 @@ export interface ClusterPlaneOptions {
   signCall?: CallSigner;
 }
 
-/** The node's policies name the signer by the plane they sign for. */
+/** Also named here for src/node/policies.ts, which imports it with the plane. */
 export type { CallSigner } from "../security/call_signature.ts";
 
 /**
