@@ -21,7 +21,7 @@ import {
   type FenceOutcome,
   forgetNode,
 } from "../src/cluster/fence_forget.ts";
-import { isNodeId } from "../src/cluster/node_id.ts";
+import { isNodeId } from "../src/node_id.ts";
 
 /** Where the cluster commands print, and the clock they judge ages by (tests replace them). */
 export interface ClusterIo {

@@ -20,7 +20,7 @@ import {
   MAX_SOCKET_MESSAGE_BYTES,
   SOCKET_MESSAGE_BYTES_CEILING,
 } from "../src/limits.ts";
-import { isNodeId } from "../src/cluster/node_id.ts";
+import { isNodeId } from "../src/node_id.ts";
 import { type AccessRule, parseAccessRule } from "../src/deploy/access_rule.ts";
 import { type AppName, parseAppName } from "../src/deploy/app_name.ts";
 import { defaultFailoverWaitMs } from "../src/cluster/failover_wait.ts";

@@ -15,7 +15,7 @@ import type { SocketMessage } from "../src/actors/protocol.ts";
 import type { ByteConn } from "../src/net/h1/connection.ts";
 import type { UpgradeAnswer } from "../src/net/h1/server.ts";
 import type { Clock, Random } from "../src/time/clock.ts";
-import { acceptKeyOf } from "../src/websockets/handshake.ts";
+import { acceptKeyOf } from "../src/net/websocket_accept.ts";
 import type { SocketHandlers, SocketLike } from "../src/websockets/socket_like.ts";
 import type { SocketUpgrade } from "../src/websockets/upgrade.ts";
 import { WireSocket } from "../src/websockets/wire_socket.ts";

@@ -24,7 +24,7 @@ import type { Logger } from "../log.ts";
 import type { ActorAlarm } from "./actor_alarm.ts";
 import { storeAlarm } from "./actor_alarm.ts";
 import type { AlarmIndex } from "./alarm_index.ts";
-import { EventFailure } from "../executor/event_failure.ts";
+import { EventFailure } from "../actors/event_failure.ts";
 import { actorKeyString } from "../actors/key.ts";
 
 /** An alarm's event ran `on-alarm`, which succeeded. */

@@ -19,7 +19,6 @@
 
 import type { Clock } from "../time/clock.ts";
 import type { Logger } from "../log.ts";
-import type { LeaseDuty } from "../cluster/duties/scheduler.ts";
 import { ALARM_SWEEP_MS } from "../limits.ts";
 import type { AlarmIndex } from "./alarm_index.ts";
 import type { AlarmTimers } from "./alarm_timers.ts";
@@ -94,8 +93,12 @@ export class AlarmSweep {
     }
   }
 
-  /** The sweep as a lease duty: it runs only while the node's lease is valid. */
-  duty(): LeaseDuty {
+  /**
+   * The sweep as a lease duty: it runs only while the node's lease is valid.
+   * Its shape is the cluster's `LeaseDuty` (src/cluster/duties/scheduler.ts),
+   * named here by its members, since cluster/ sits above alarms/.
+   */
+  duty(): { readonly name: string; run(signal: AbortSignal): Promise<void> } {
     return { name: "alarm sweep", run: (signal) => this.run(signal) };
   }
 }

@@ -84,9 +84,8 @@ export const MAX_KEYS_PER_PAGE = 1000;
  *
  * @example Creating an object once, then replacing it
  * ```ts
- * import { MemoryBucket } from "./memory.ts";
- * import { PreconditionFailed } from "./errors.ts";
- * const bucket = new MemoryBucket();
+ * import { type Bucket, PreconditionFailed } from "./bucket.ts";
+ * declare const bucket: Bucket; // any store: S3, file or memory
  * const { etag } = await bucket.put("nodes/a", new Uint8Array([1]), { ifNoneMatch: "*" });
  * await bucket.put("nodes/a", new Uint8Array([2]), { ifMatch: etag });
  * try {
@@ -116,9 +115,8 @@ export interface Bucket {
  *
  * @example
  * ```ts
- * import { listAll } from "./bucket.ts";
- * import { MemoryBucket } from "./memory.ts";
- * const bucket = new MemoryBucket();
+ * import { type Bucket, listAll } from "./bucket.ts";
+ * declare const bucket: Bucket;
  * for await (const object of listAll(bucket, "nodes/")) console.log(object.key);
  * ```
  */

@@ -8,7 +8,7 @@
  */
 
 import type { Bucket } from "../bucket/bucket.ts";
-import type { CallToSign } from "../security/call_signature.ts";
+import type { CallSigner } from "../security/call_signature.ts";
 import { type ActorKey, actorKeyString } from "../actors/key.ts";
 import { HolderMemory } from "./routing/holders.ts";
 import type { Clock } from "../time/clock.ts";
@@ -67,8 +67,8 @@ export interface ClusterPlaneOptions {
   signCall?: CallSigner;
 }
 
-/** Signs a call between nodes (src/security/call_signature.ts with the cluster secret). */
-export type CallSigner = (call: CallToSign) => [string, string][];
+/** Also named here for src/node/policies.ts, which imports it with the plane. */
+export type { CallSigner } from "../security/call_signature.ts";
 
 /**
  * Whether `heartbeat` frees `record` at `now`: released, or fenced at least

@@ -20,7 +20,7 @@ import {
   isLive,
   MalformedHeartbeat,
 } from "./heartbeat.ts";
-import { assertNodeId } from "./node_id.ts";
+import { assertNodeId } from "../node_id.ts";
 import { leaseTiming } from "./lease_timing.ts";
 import { type ClusterToolOptions, formatDuration } from "./status.ts";
 

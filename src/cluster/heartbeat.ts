@@ -6,7 +6,7 @@
  * @module
  */
 
-import { isNodeId } from "./node_id.ts";
+import { isNodeId } from "../node_id.ts";
 
 /** Line 1 of a heartbeat with node leases. */
 export const HEARTBEAT_MAGIC = "wasmkeep-heartbeat 2";

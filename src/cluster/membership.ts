@@ -32,7 +32,7 @@ import { describeError } from "../describe_error.ts";
 import type { Clock, Timer } from "../time/clock.ts";
 import { decodeHeartbeat, type Heartbeat, isLive } from "./heartbeat.ts";
 import type { LeaseTiming } from "./lease_timing.ts";
-import { isNodeId } from "./node_id.ts";
+import { isNodeId } from "../node_id.ts";
 
 /**
  * Heartbeats read at once in a listing round (32): with a thousand nodes a

@@ -17,7 +17,7 @@
 import { type Bucket, listAll } from "../bucket/bucket.ts";
 import { APPS_PREFIX, NODES_PREFIX } from "../bucket/keys.ts";
 import { decodeHeartbeat, type Heartbeat, isLive, MalformedHeartbeat } from "./heartbeat.ts";
-import { isNodeId } from "./node_id.ts";
+import { isNodeId } from "../node_id.ts";
 import { type LeaseTiming, leaseTiming } from "./lease_timing.ts";
 
 /** Heartbeats and app objects read at once. */

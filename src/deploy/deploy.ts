@@ -17,7 +17,7 @@ import { type Bucket, PreconditionFailed } from "../bucket/bucket.ts";
 import { randomHex } from "../bucket/random.ts";
 import { systemRandom } from "../time/clock.ts";
 import { appComponentKey, appCurrentKey, appVersionKey } from "../bucket/keys.ts";
-import { type AccessRule, formatAccessRule, OPEN, reopens } from "./access_rule.ts";
+import { formatAccessRule, OPEN, reopens } from "./access_rule.ts";
 import { type AppName, appNameString } from "./app_name.ts";
 import { type ReadCurrent, readCurrent, readVersion } from "./app_objects.ts";
 import { type AppVersion, type ClassVersion, encodeCurrent, encodeVersion } from "./manifest.ts";
@@ -27,6 +27,7 @@ import {
   checkFirstDeploy,
   checkRequest,
   DeployRefusal,
+  type DeployRequest,
   DeployUsageError,
   legacyWarning,
 } from "./deploy_checks.ts";
@@ -37,23 +38,7 @@ import {
   type RetentionResult,
 } from "./retention.ts";
 
-export { DeployRefusal, DeployUsageError, otherApps } from "./deploy_checks.ts";
-
-/** What one deploy asks for; every map is by class name. */
-export interface DeployRequest {
-  /**
-   * `--actor CLASS=PATH`: with any, these are the version's classes (a
-   * current class not among them is removed); with none, the current
-   * classes are kept as they are.
-   */
-  actors?: Record<string, string>;
-  /** `--access CLASS=RULE`; `open` removes a rule. */
-  access?: Record<string, AccessRule>;
-  /** `--config CLASS=FILE`, as parsed; an empty record (`CLASS=`) removes the configuration. */
-  config?: Record<string, Record<string, string>>;
-  /** `--requires CLASS=NAME,...`; an empty list (`CLASS=`) removes the names. */
-  requires?: Record<string, string[]>;
-}
+export { DeployRefusal, type DeployRequest, DeployUsageError, otherApps } from "./deploy_checks.ts";
 
 /** How a deploy or rollback runs. */
 export interface DeployOptions {

@@ -12,16 +12,32 @@ import { appTenantPrefix } from "../bucket/keys.ts";
 import { classNameProblem } from "../actors/key.ts";
 import { ComponentError, loadComponent } from "../actors/component.ts";
 import { CONFIG_NAME } from "../config/env_file.ts";
+import type { AccessRule } from "./access_rule.ts";
 import { type AppName, AppNameError, appNameString, newAppNameProblem } from "./app_name.ts";
 import { componentHash, MAX_APP_CLASSES } from "./manifest.ts";
-import type { DeployRequest } from "./deploy.ts";
+
+/** What one deploy asks for; every map is by class name. */
+export interface DeployRequest {
+  /**
+   * `--actor CLASS=PATH`: with any, these are the version's classes (a
+   * current class not among them is removed); with none, the current
+   * classes are kept as they are.
+   */
+  actors?: Record<string, string>;
+  /** `--access CLASS=RULE`; `open` removes a rule. */
+  access?: Record<string, AccessRule>;
+  /** `--config CLASS=FILE`, as parsed; an empty record (`CLASS=`) removes the configuration. */
+  config?: Record<string, Record<string, string>>;
+  /** `--requires CLASS=NAME,...`; an empty list (`CLASS=`) removes the names. */
+  requires?: Record<string, string[]>;
+}
 
 /** A request that cannot be carried out as given (exit 2): the message names the flag and class. */
 export class DeployUsageError extends Error {
   /**
    * @example
    * ```ts
-   * import { DeployUsageError } from "./deploy.ts";
+   * import { DeployUsageError } from "./deploy_checks.ts";
    * new DeployUsageError("--access: no class 'x'").message;
    * ```
    */
@@ -36,7 +52,7 @@ export class DeployRefusal extends Error {
   /**
    * @example
    * ```ts
-   * import { DeployRefusal } from "./deploy.ts";
+   * import { DeployRefusal } from "./deploy_checks.ts";
    * new DeployRefusal("no version before current").message;
    * ```
    */

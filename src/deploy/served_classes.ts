@@ -18,12 +18,30 @@ import {
   pruneComponentCache,
 } from "../actors/component.ts";
 import type { ExecutorClass } from "../actors/protocol.ts";
-import type { ActorClassOption } from "../node/options.ts";
 import { type AccessRule, OPEN } from "./access_rule.ts";
 import type { AppName } from "./app_name.ts";
 import type { AppVersion } from "./manifest.ts";
 import { readComponent } from "./app_objects.ts";
 import type { ServedClass } from "./class_catalog.ts";
+
+/**
+ * One actor class given to the node (`--actor CLASS=PATH`): the node's
+ * options name it, and {@linkcode flagClasses} makes a served class of it.
+ *
+ * @example
+ * ```ts
+ * import type { ActorClassOption } from "./served_classes.ts";
+ * const counter: ActorClassOption = { className: "counter", path: "counter.wasm" };
+ * ```
+ */
+export interface ActorClassOption {
+  className: string;
+  path: string;
+  /** Named values `config.get` returns. */
+  config?: Record<string, string>;
+  /** Who reaches the class from outside (`--access CLASS=RULE`); open when unset. */
+  access?: AccessRule;
+}
 
 /** How a node loads its classes. */
 export interface ClassLoading {

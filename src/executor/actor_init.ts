@@ -9,7 +9,7 @@
 
 import type { ActorDatabase } from "../sqlite/actor_database.ts";
 import type { ActorExportCalls } from "../actors/abi/direct.ts";
-import { EventFailure } from "./event_failure.ts";
+import { EventFailure } from "../actors/event_failure.ts";
 
 /** The meta key holding the code version whose on-init ran. */
 const INIT_VERSION_KEY = "init_version";

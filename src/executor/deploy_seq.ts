@@ -9,7 +9,7 @@
  */
 
 import type { ActorDatabase } from "../sqlite/actor_database.ts";
-import { EventFailure } from "./event_failure.ts";
+import { EventFailure } from "../actors/event_failure.ts";
 
 /** The meta key holding the highest deploy seq the actor ran. */
 export const DEPLOY_SEQ_KEY = "deploy_seq";

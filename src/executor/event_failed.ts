@@ -11,7 +11,7 @@
 import type { Logger } from "../log.ts";
 import { describeError } from "../describe_error.ts";
 import { GuestError } from "../actors/abi/direct.ts";
-import { EventFailure } from "./event_failure.ts";
+import { EventFailure } from "../actors/event_failure.ts";
 
 /** The status and message of a failed event, for its `failed` message. */
 export interface EventFailed {

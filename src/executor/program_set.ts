@@ -10,7 +10,7 @@
 import { assert } from "../assert.ts";
 import type { ActorKey } from "../actors/key.ts";
 import type { ExecutorClass } from "../actors/protocol.ts";
-import { EventFailure } from "./event_failure.ts";
+import { EventFailure } from "../actors/event_failure.ts";
 import type { ActorProgram } from "./program.ts";
 
 /** Whether two versions of a class run the same: its code, bindings and configuration. */

@@ -11,7 +11,7 @@
 
 import type { Clock, Timer } from "../time/clock.ts";
 import type { FromExecutor } from "../actors/protocol.ts";
-import { EventFailure } from "./event_failure.ts";
+import { EventFailure } from "../actors/event_failure.ts";
 
 /** What a {@linkcode RunToken} needs. */
 export interface RunTokenOptions {

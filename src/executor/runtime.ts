@@ -38,10 +38,10 @@ import { type ActorDatabase, toSqlError } from "../sqlite/actor_database.ts";
 import type { Clock, Timer } from "../time/clock.ts";
 import { ActorAlarm, storedAlarm } from "../alarms/actor_alarm.ts";
 import { AlarmIndex } from "../alarms/alarm_index.ts";
-import { EventFailure } from "./event_failure.ts";
+import { EventFailure } from "../actors/event_failure.ts";
 import { BehindActor, enterDeploySeq } from "./deploy_seq.ts";
 // Where the runtime's users (the simulator) have always found it.
-export { EventFailure } from "./event_failure.ts";
+export { EventFailure } from "../actors/event_failure.ts";
 import {
   type AlarmCommit,
   commitAlarm,

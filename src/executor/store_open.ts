@@ -15,7 +15,7 @@ import { ActorReplica, type ReplicaContext } from "../replication/replica.ts";
 import { ReplicationFailed, type SnapshotSchedule } from "../replication/uploader.ts";
 import { HistoryError } from "../replication/history.ts";
 import { RestoreUnavailable } from "../replication/restore.ts";
-import { EventFailure } from "./event_failure.ts";
+import { EventFailure } from "../actors/event_failure.ts";
 
 /** What {@linkcode openActorStore} needs of the runtime. */
 export interface StoreOpenOptions {

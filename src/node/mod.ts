@@ -6,13 +6,8 @@
  * @module
  */
 
-export {
-  type ActorClassOption,
-  type ClusterOptions,
-  NODE_DEFAULTS,
-  type NodeOptions,
-  NodeStartError,
-} from "./options.ts";
+export type { ActorClassOption } from "../deploy/served_classes.ts";
+export { type ClusterOptions, NODE_DEFAULTS, type NodeOptions, NodeStartError } from "./options.ts";
 export {
   CLUSTER_SECRET_RETRY_MS,
   type NodeDependencies,

@@ -20,7 +20,7 @@ import { AppFollower } from "../deploy/app_follower.ts";
 import { flagClasses, versionClasses } from "../deploy/served_classes.ts";
 import { appNameString } from "../deploy/app_name.ts";
 import { formatAccessRule } from "../deploy/access_rule.ts";
-import { tenantApps } from "../deploy/tenant_apps.ts";
+import { tenantApps } from "../cluster/tenant_apps.ts";
 import { describeError } from "../describe_error.ts";
 import {
   type Bucket,

@@ -8,16 +8,7 @@
 import type { LogLevel } from "../log.ts";
 import type { AccessRule } from "../deploy/access_rule.ts";
 import type { AppName } from "../deploy/app_name.ts";
-
-/** One actor class given to the node. */
-export interface ActorClassOption {
-  className: string;
-  path: string;
-  /** Named values `config.get` returns. */
-  config?: Record<string, string>;
-  /** Who reaches the class from outside (`--access CLASS=RULE`); open when unset. */
-  access?: AccessRule;
-}
+import type { ActorClassOption } from "../deploy/served_classes.ts";
 
 /** Everything a node is started with; defaults in {@linkcode NODE_DEFAULTS}. */
 export interface NodeOptions {

@@ -196,6 +196,21 @@ export interface CallToSign {
   chain: readonly string[];
 }
 
+/**
+ * Signs a call between nodes: the headers {@linkcode signCall} gives with
+ * the cluster secret; it throws (with the reason) when calls between nodes
+ * are stopped.
+ *
+ * @example
+ * ```ts
+ * import type { CallSigner } from "./call_signature.ts";
+ * const stopped: CallSigner = () => {
+ *   throw new Error("calls between nodes are stopped");
+ * };
+ * ```
+ */
+export type CallSigner = (call: CallToSign) => [string, string][];
+
 /** A call that arrived, to be verified. */
 export interface CallToVerify {
   /** This node's id. */

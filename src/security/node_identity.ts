@@ -17,7 +17,7 @@
  * @module
  */
 
-import { assertNodeId } from "../cluster/node_id.ts";
+import { assertNodeId } from "../node_id.ts";
 import { type Clock, type Random, systemClock, systemRandom } from "../time/clock.ts";
 import {
   derBitString,

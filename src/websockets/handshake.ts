@@ -3,12 +3,11 @@
  * (RFC 6455, section 4.2.1): a GET with `upgrade: websocket`, `connection`
  * naming `upgrade`, `sec-websocket-version: 13` and a key of 16 bytes in
  * base64. Anything else that asks for a WebSocket is answered 400 with the
- * one line {@linkcode handshakeProblem} gives.
+ * one line {@linkcode handshakeProblem} gives. The answer's key is
+ * src/net/websocket_accept.ts's, which cluster/ needs too.
  *
  * @module
  */
-
-import { createHash } from "node:crypto";
 
 /** A `sec-websocket-key`: 16 bytes in base64, 24 characters with its padding. */
 const KEY = /^[A-Za-z0-9+/]{22}==$/;
@@ -45,19 +44,4 @@ export function handshakeProblem(request: Request): string | undefined {
     return "the sec-websocket-key is not 16 bytes in base64";
   }
   return undefined;
-}
-
-/**
- * The `sec-websocket-accept` that answers `key` (RFC 6455, section 4.2.2).
- * Computed at once, not by `crypto.subtle`, whose answer comes from another
- * thread: the simulator's runs must not depend on when it arrives.
- *
- * @example
- * ```ts
- * import { acceptKeyOf } from "./handshake.ts";
- * acceptKeyOf("dGhlIHNhbXBsZSBub25jZQ=="); // "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
- * ```
- */
-export function acceptKeyOf(key: string): string {
-  return createHash("sha1").update(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest("base64");
 }

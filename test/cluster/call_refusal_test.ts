@@ -15,7 +15,7 @@ import { OwnershipRecords } from "../../src/cluster/ownership.ts";
 import type { ByteConn } from "../../src/http/forward.ts";
 import { createLogger } from "../../src/log.ts";
 import { systemClock } from "../../src/time/clock.ts";
-import { acceptKeyOf } from "../../src/websockets/handshake.ts";
+import { acceptKeyOf } from "../../src/net/websocket_accept.ts";
 
 const TTL_MS = 3000;
 const timing = leaseTiming(TTL_MS);

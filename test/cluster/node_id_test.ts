@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { assertNodeId, isNodeId } from "../../src/cluster/node_id.ts";
+import { assertNodeId, isNodeId } from "../../src/node_id.ts";
 
 Deno.test("isNodeId: lower-case letters, digits and '-', at most 63, not first or last", () => {
   for (const id of ["a", "0", "node-a", "a".repeat(63), "a-b-1"]) {

@@ -13,7 +13,7 @@ import { DeadlineQueue } from "../../src/net/deadlines.ts";
 import { serveHttp1 } from "../../src/net/h1/server.ts";
 import { systemClock, systemRandom } from "../../src/time/clock.ts";
 import { closePayload, encodeFrame, FrameReader, OPCODE } from "../../src/websockets/frames.ts";
-import { acceptKeyOf } from "../../src/websockets/handshake.ts";
+import { acceptKeyOf } from "../../src/net/websocket_accept.ts";
 import type { SocketMessage } from "../../src/actors/protocol.ts";
 import { WireSocket } from "../../src/websockets/wire_socket.ts";
 import { writeAll } from "../helpers/loopback.ts";

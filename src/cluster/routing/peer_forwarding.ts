@@ -38,15 +38,14 @@ import {
   type StreamedForwardResult,
 } from "../../http/forward.ts";
 import type { Logger } from "../../log.ts";
-import { CALLER_HEADER, CHAIN_HEADER } from "../../security/call_signature.ts";
+import { CALLER_HEADER, type CallSigner, CHAIN_HEADER } from "../../security/call_signature.ts";
 import type { Clock } from "../../time/clock.ts";
-import type { CallSigner } from "../cluster_plane.ts";
 import { type Heartbeat, isLive } from "../heartbeat.ts";
 import type { LeaseTiming } from "../lease_timing.ts";
 import type { Membership } from "../membership.ts";
 import type { NodeLease } from "../node_lease.ts";
 import type { HolderMemory } from "./holders.ts";
-import { acceptKeyOf } from "../../websockets/handshake.ts";
+import { acceptKeyOf } from "../../net/websocket_accept.ts";
 
 /** Peers skipped for having no cluster listener are logged at most this often. */
 export const SKIPPED_PEERS_LOG_MS = 60_000;

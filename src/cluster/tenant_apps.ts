@@ -2,14 +2,16 @@
  * One app per tenant per prefix (until each app owns its actors' state,
  * ADR 0007): actors are keyed by tenant, class and name, so two apps of one
  * tenant on one prefix would share actors. A node checks at start that no
- * live node on its prefix serves another app of its tenant.
+ * live node on its prefix serves another app of its tenant. It reads what
+ * `cluster status` reads (the heartbeats and the apps' `current`), so it
+ * sits in cluster/, above the app names of deploy/.
  *
  * @module
  */
 
 import type { Bucket } from "../bucket/bucket.ts";
-import { readClusterStatus } from "../cluster/status.ts";
-import { type AppName, appNameString } from "./app_name.ts";
+import { readClusterStatus } from "./status.ts";
+import { type AppName, appNameString } from "../deploy/app_name.ts";
 
 /** What a node starting for `app` finds of its tenant's other apps. */
 export interface TenantApps {
