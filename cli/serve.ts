@@ -269,7 +269,7 @@ const SERVE_FLAGS: FlagSpec[] = [
     max: MAX_EXECUTORS,
     min: 1,
     value: "N",
-    description: "executor processes that run the actors",
+    description: "executor processes that run the actors, each started on first use",
     defaultText: "one per core",
   },
   {
