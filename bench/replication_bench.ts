@@ -59,7 +59,7 @@ import { actorPrefix } from "../src/bucket/keys.ts";
 import { BYTES_PER_MB } from "../src/bucket/bounds.ts";
 import { createLogger } from "../src/log.ts";
 import { systemClock, systemRandom } from "../src/time/clock.ts";
-import { type Moto, startMoto } from "../test/helpers/moto.ts";
+import { type Moto, startMoto } from "../src/testing/moto.ts";
 import { DatabaseSync } from "node:sqlite";
 import { CHECKSUM_FLAG, pageChecksum } from "../src/ltx/checksum.ts";
 import { compressBlock, decompressBlock } from "../src/ltx/lz4_block.ts";
