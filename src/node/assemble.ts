@@ -71,6 +71,7 @@ import type { ClassCatalog } from "../deploy/class_catalog.ts";
 import type { AppFollower } from "../deploy/app_follower.ts";
 import { ExistingActors } from "../deploy/existing_actors.ts";
 import { appNameString } from "../deploy/app_name.ts";
+import type { NodeObservers } from "./observers.ts";
 
 /** What a node is built from besides its options: its seams. */
 export interface NodeSeams {
@@ -95,6 +96,8 @@ export interface NodeSeams {
   fileLimit?: number;
   /** This process's token in the bucket; by default 16 hex digits drawn from `random`. */
   processToken?: string;
+  /** Whoever watches the node's parts (the simulator), each part's observer given to it. */
+  observers?: NodeObservers;
   /**
    * Deliberately broken variants for the simulator (sim/variants.ts): each a
    * parameter the real code takes. Absent in `serve`.
@@ -116,6 +119,8 @@ export interface NodeSeams {
     socketsIgnoreMoves?: boolean;
     /** The alarm sweep's grace instead of the lease period plus grace. */
     alarmSweepGraceMs?: number;
+    /** A forward that failed is sent once more, although it may have been written. */
+    resendForwards?: boolean;
   };
 }
 
@@ -293,6 +298,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     nodeId: options.nodeId,
     processToken,
     log,
+    observer: seams.observers?.ownership,
   });
   const calls = new CallSecurity({ nodeId: options.nodeId, clock, random, log });
 
@@ -332,6 +338,8 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
         : undefined,
       connect: seams.connect,
       answerTimeoutMs: seams.planted?.answerTimeoutMs,
+      forwardObserver: seams.observers?.forwards,
+      resendFailedForwards: seams.planted?.resendForwards,
       holders: seams.planted?.holders?.(),
       plaintext: cluster.plaintext,
       version: VERSION,
@@ -398,6 +406,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     // both processes read).
     leaseValid,
     () => plane ? wallClockOf(clock, plane.lease.validUntil) : 0,
+    seams.observers?.host,
   );
   metrics.gauge(
     "wasmkeep_resident_actors",
@@ -412,6 +421,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     maxWaitMs: cluster?.failoverWaitMs ?? 0,
     maxKept: Math.floor(admission.max / 4),
     count: (outcome) => counters.failoverWait(outcome),
+    observer: seams.observers?.waits,
   });
   const routing = new RequestRouting({
     plane,
@@ -430,6 +440,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
     retryMaxMs: options.alarmRetryMaxMs,
     onFired: (by) => counters.alarmFired(by),
     onRetry: () => counters.alarmRetried(),
+    observer: seams.observers?.alarmTimers,
   });
   const alarmSweep = new AlarmSweep({
     index: new AlarmIndex(bucket),
