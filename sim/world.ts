@@ -501,6 +501,7 @@ class World implements SimContext {
     // servedClasses); here at once, not awaited: until it applies one, the
     // node is not ready. The lifecycle starts its checks every 3 s.
     void follower.check();
+    this.options.built?.(proc.parts);
     this.#watchLease(proc);
     node.current = proc;
     this.procs.add(proc);
