@@ -1,6 +1,8 @@
 /**
- * The executors of a simulated node: the real runtime (src/executor/runtime.ts)
- * behind the real pool (src/actors/executor_pool.ts), with the process
+ * The executors of a simulated node: the real runtime (src/executor/runtime.ts),
+ * built as an executor process builds it (src/executor/build_runtime.ts: its
+ * bucket requests counted and told to the node), behind the real pool
+ * (src/actors/executor_pool.ts), with the process
  * boundary, the one part that cannot be shared, replaced. Messages cross it
  * through the protocol's own checks (encoded and decoded, as frames are), as
  * events of the node's process, so a paused machine pauses them too; a kill
@@ -56,7 +58,8 @@ import { ActorDatabase, type SqlValue } from "../src/sqlite/actor_database.ts";
 import { DatabasePool } from "../src/sqlite/database_pool.ts";
 import { positionPath } from "../src/replication/replica.ts";
 import { decodeBase, decodeDeleted } from "../src/replication/history.ts";
-import { ExecutorRuntime, type RuntimeObserver } from "../src/executor/runtime.ts";
+import type { ExecutorRuntime, RuntimeObserver } from "../src/executor/runtime.ts";
+import { buildExecutorRuntime } from "../src/executor/build_runtime.ts";
 import { serveMessages } from "../src/executor/message_loop.ts";
 import type { ActorProgram } from "../src/executor/program.ts";
 import type { Clock, Random, Timer } from "../src/time/clock.ts";
@@ -255,7 +258,7 @@ class SimExecutor implements ExecutorChannel {
     this.#bucket = new GatedBucket(options.bucket);
     this.#clock = new GatedClock(options.clock, () => this.#killed);
     this.exited = new Promise((resolve) => this.#exited = resolve);
-    serveMessages(this.#inbox, (init) => Promise.resolve(this.#start(init))).then(
+    serveMessages(this.#inbox, (init) => this.#start(init)).then(
       () => this.#exit(0),
       (error) => {
         if (this.#killed) return;
@@ -326,7 +329,8 @@ class SimExecutor implements ExecutorChannel {
     if (made) this.#o.observer.answered(actor, made.generation, made.seq);
   }
 
-  #start(init: ExecutorInit): ExecutorRuntime {
+  /** The runtime, made as a real executor process makes it, with the simulator's seams. */
+  async #start(init: ExecutorInit): Promise<ExecutorRuntime> {
     const program = new SimProgram(
       this.#o,
       (id) => this.#generations.get(id) ?? 0,
@@ -350,16 +354,14 @@ class SimExecutor implements ExecutorChannel {
         if (!this.#killed) this.#o.observer.ran(actor, generation, deploySeq);
       },
     };
-    this.#runtime = new ExecutorRuntime({
-      init,
-      programs: new Map(init.classes.map((spec) => [spec.className, program.for(spec)])),
-      programsOf: (classes) => Promise.resolve(classes.map((spec) => program.for(spec))),
+    this.#runtime = await buildExecutorRuntime(init, {
+      program: (spec) => Promise.resolve(program.for(spec)),
       post: (message) => this.#post(message),
       drain: () => Promise.resolve(),
       clock: this.#clock,
       random: this.#o.random,
       log: this.#o.log,
-      bucket: this.#broken(init.dataDir),
+      openBucket: ({ dataDir }) => this.#broken(dataDir),
       databases: (settings, beforeClose) => {
         this.#databases = new SimDatabasePool(
           settings.maxOpenDatabases,
