@@ -6,7 +6,12 @@
  */
 
 import assert from "node:assert/strict";
-import { COUNTER_WASM, KV_WASM, type NodeProcess, startNode } from "../../src/testing/node_process.ts";
+import {
+  COUNTER_WASM,
+  KV_WASM,
+  type NodeProcess,
+  startNode,
+} from "../../src/testing/node_process.ts";
 import { scratchDir } from "../../src/testing/cluster.ts";
 import { WAIT_OUTCOMES } from "../../src/cluster/failover_wait.ts";
 import { REFUSAL_REASONS } from "../../src/http/cluster_listener.ts";

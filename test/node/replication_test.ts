@@ -5,7 +5,12 @@
 
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { metric, type NodeProcess, startNode, TESTBED_WASM } from "../../src/testing/node_process.ts";
+import {
+  metric,
+  type NodeProcess,
+  startNode,
+  TESTBED_WASM,
+} from "../../src/testing/node_process.ts";
 import { startMoto } from "../../src/testing/moto.ts";
 import { scratchDir, startClusterNode } from "../../src/testing/cluster.ts";
 import { verifyLtxChainBytes } from "../helpers/ltx_verify.ts";

@@ -5,7 +5,12 @@
  */
 
 import assert from "node:assert/strict";
-import { type NodeProcess, runWasmkeep, startNode, TESTBED_WASM } from "../../src/testing/node_process.ts";
+import {
+  type NodeProcess,
+  runWasmkeep,
+  startNode,
+  TESTBED_WASM,
+} from "../../src/testing/node_process.ts";
 import {
   clusterStatus,
   nodeFlags,
