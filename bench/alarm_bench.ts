@@ -1,7 +1,7 @@
 /**
  * The alarms benchmark (issue 19), counted from the bucket's side: one
  * cluster node (lease ttl 3 s) on moto behind a counting proxy
- * (test/helpers/counting_proxy.ts), which sees every request of the node and of its
+ * (src/testing/counting_proxy.ts), which sees every request of the node and of its
  * executors.
  *
  * - `per alarm`: `--actors` testbed actors, each woken first, then each
@@ -21,12 +21,12 @@
  */
 
 import { flag, startBenchNode, stopAll } from "./processes.ts";
-import { benchTempDir, onCleanup, QUICK, runBench } from "./command.ts";
-import { type RequestCounts, startCountingProxy } from "../test/helpers/counting_proxy.ts";
-import { startMoto } from "../test/helpers/moto.ts";
+import { type RequestCounts, startCountingProxy } from "../src/testing/counting_proxy.ts";
+import { startMoto } from "../src/testing/moto.ts";
 import { openBucket } from "../src/bucket/open.ts";
 import { alarmKey } from "../src/bucket/keys.ts";
 import { ALARM_SWEEP_MS } from "../src/limits.ts";
+import { benchTempDir, onCleanup, QUICK, runBench } from "./command.ts";
 
 /** What `--help` prints. */
 export const USAGE = `Usage: deno run -A bench/alarm_bench.ts [--quick] [--actors N] [--pending N]

@@ -35,17 +35,9 @@ import { ActorReplica, type ReplicaContext } from "../src/replication/replica.ts
 import { ReadLimiter } from "../src/replication/read_limiter.ts";
 import { restoreActor } from "../src/replication/restore.ts";
 import { RESTORE_READS_IN_FLIGHT } from "../src/replication/restore_reads.ts";
-import type {
-  Bucket,
-  CallOptions,
-  DeleteOptions,
-  ListOptions,
-  ListPage,
-  ObjectInfo,
-  PutOptions,
-  StoredObject,
-} from "../src/bucket/bucket.ts";
+import type { Bucket, ListPage, ObjectInfo, StoredObject } from "../src/bucket/bucket.ts";
 import { MemoryBucket } from "../src/bucket/memory.ts";
+import { type BucketCall, type BucketOutcome, BucketView } from "../src/bucket/bucket_view.ts";
 import { FileBucket } from "../src/bucket/file.ts";
 import { S3Bucket } from "../src/bucket/s3.ts";
 import type { ActorKey } from "../src/actors/key.ts";
@@ -53,7 +45,7 @@ import { actorPrefix } from "../src/bucket/keys.ts";
 import { BYTES_PER_MB } from "../src/bucket/bounds.ts";
 import { createLogger } from "../src/log.ts";
 import { systemClock, systemRandom } from "../src/time/clock.ts";
-import { type Moto, startMoto } from "../test/helpers/moto.ts";
+import { type Moto, startMoto } from "../src/testing/moto.ts";
 import { DatabaseSync } from "node:sqlite";
 import { CHECKSUM_FLAG, pageChecksum } from "../src/ltx/checksum.ts";
 import { compressBlock, decompressBlock } from "../src/ltx/lz4_block.ts";
@@ -187,23 +179,14 @@ function emptyTally(): PutTally {
   };
 }
 
-class CountingBucket implements Bucket {
+class CountingBucket extends BucketView {
   puts: PutTally = emptyTally();
   /** Keys read with `get`, in the order asked. */
   gets: string[] = [];
   /** Listing pages asked for, the objects they returned, and the time they took. */
   lists = { pages: 0, objects: 0, ms: 0 };
   #inFlight = 0;
-  constructor(readonly inner: Bucket) {}
-
-  async #track<T>(call: Promise<T>): Promise<T> {
-    this.#inFlight++;
-    try {
-      return await call;
-    } finally {
-      this.#inFlight--;
-    }
-  }
+  readonly #listStarts = new WeakMap<BucketCall, number>();
 
   /**
    * Resolves once no call is in flight: what the replica does in the
@@ -213,38 +196,30 @@ class CountingBucket implements Bucket {
     while (this.#inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 5));
   }
 
-  get(key: string, options?: CallOptions): Promise<StoredObject | null> {
-    this.gets.push(key);
-    return this.#track(this.inner.get(key, options));
+  protected override beforeCall(call: BucketCall): void {
+    this.#inFlight++;
+    if (call.op === "get") this.gets.push(call.key);
+    if (call.op === "list") this.#listStarts.set(call, performance.now());
   }
-  head(key: string, options?: CallOptions): Promise<ObjectInfo | null> {
-    return this.#track(this.inner.head(key, options));
-  }
-  async put(key: string, body: Uint8Array, options?: PutOptions): Promise<{ etag: string }> {
-    const result = await this.#track(this.inner.put(key, body, options));
-    const ltx = key.match(LTX_KEY);
-    const tally = !ltx
-      ? this.puts.other
-      : BigInt(`0x${ltx[1]}`) === 1n
-      ? this.puts.snapshots
-      : this.puts.deltas;
-    tally.count++;
-    tally.bytes += body.length;
-    return result;
-  }
-  delete(key: string, options?: DeleteOptions): Promise<void> {
-    return this.#track(this.inner.delete(key, options));
-  }
-  async list(prefix: string, options?: ListOptions): Promise<ListPage> {
-    const start = performance.now();
-    const page = await this.#track(this.inner.list(prefix, options));
-    this.lists.pages++;
-    this.lists.objects += page.objects.length;
-    this.lists.ms += performance.now() - start;
-    return page;
-  }
-  close(): Promise<void> {
-    return this.inner.close();
+
+  protected override afterCall(call: BucketCall, outcome: BucketOutcome): void {
+    this.#inFlight--;
+    if (!("answer" in outcome)) return;
+    if (call.op === "put") {
+      const ltx = call.key.match(LTX_KEY);
+      const tally = !ltx
+        ? this.puts.other
+        : BigInt(`0x${ltx[1]}`) === 1n
+        ? this.puts.snapshots
+        : this.puts.deltas;
+      tally.count++;
+      tally.bytes += call.body.length;
+    }
+    if (call.op === "list") {
+      this.lists.pages++;
+      this.lists.objects += (outcome.answer as ListPage).objects.length;
+      this.lists.ms += performance.now() - this.#listStarts.get(call)!;
+    }
   }
 }
 

@@ -55,8 +55,8 @@ const concurrent = Number(values.concurrent ?? CONCURRENT);
 const bodyBytes = values["body-mib"] ? Number(values["body-mib"]) * 1024 * 1024 : BODY_BYTES;
 const root = values["wasmkeep-root"] ?? new URL("..", import.meta.url).pathname;
 const v8Flags = values["forwarder-v8-flags"];
-const { scratchDir, startClusterNode } = await import(`${root}/test/helpers/cluster.ts`);
-const { TESTBED_WASM } = await import(`${root}/test/helpers/node_process.ts`);
+const { scratchDir, startClusterNode } = await import(`${root}/src/testing/cluster.ts`);
+const { TESTBED_WASM } = await import(`${root}/src/testing/node_process.ts`);
 
 function rssMiB(pid: number): number {
   const status = Deno.readTextFileSync(`/proc/${pid}/status`);

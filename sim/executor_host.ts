@@ -1,6 +1,8 @@
 /**
- * The executors of a simulated node: the real runtime (src/executor/runtime.ts)
- * behind the real pool (src/actors/executor_pool.ts), with the process
+ * The executors of a simulated node: the real runtime (src/executor/runtime.ts),
+ * built as an executor process builds it (src/executor/build_runtime.ts: its
+ * bucket requests counted and told to the node), behind the real pool
+ * (src/actors/executor_pool.ts), with the process
  * boundary, the one part that cannot be shared, replaced. Messages cross it
  * through the protocol's own checks (encoded and decoded, as frames are), as
  * events of the node's process, so a paused machine pauses them too; a kill
@@ -42,21 +44,14 @@ import type {
 } from "../src/actors/executor_launcher.ts";
 import { type ActorExportCalls, type ActorImports, GuestError } from "../src/actors/abi/direct.ts";
 import { describeError } from "../src/describe_error.ts";
-import type {
-  Bucket,
-  CallOptions,
-  DeleteOptions,
-  ListOptions,
-  ListPage,
-  ObjectInfo,
-  PutOptions,
-  StoredObject,
-} from "../src/bucket/bucket.ts";
+import type { Bucket, ListOptions, ListPage } from "../src/bucket/bucket.ts";
+import { BucketView } from "../src/bucket/bucket_view.ts";
 import { ActorDatabase, type SqlValue } from "../src/sqlite/actor_database.ts";
 import { DatabasePool } from "../src/sqlite/database_pool.ts";
 import { positionPath } from "../src/replication/replica.ts";
 import { decodeBase, decodeDeleted } from "../src/replication/history.ts";
-import { ExecutorRuntime, type RuntimeObserver } from "../src/executor/runtime.ts";
+import type { ExecutorRuntime, RuntimeObserver } from "../src/executor/runtime.ts";
+import { buildExecutorRuntime } from "../src/executor/build_runtime.ts";
 import { serveMessages } from "../src/executor/message_loop.ts";
 import type { ActorProgram } from "../src/executor/program.ts";
 import type { Clock, Random, Timer } from "../src/time/clock.ts";
@@ -234,7 +229,7 @@ class SimExecutor implements ExecutorChannel {
   readonly #handlers: ExecutorHandlers;
   readonly #gone: () => void;
   readonly #inbox = new AsyncQueue<ToExecutor>();
-  readonly #bucket: GatedBucket;
+  readonly #bucket: Bucket;
   readonly #clock: GatedClock;
   readonly exited: Promise<void>;
   #exited!: () => void;
@@ -252,10 +247,10 @@ class SimExecutor implements ExecutorChannel {
     this.#o = options;
     this.#handlers = handlers;
     this.#gone = gone;
-    this.#bucket = new GatedBucket(options.bucket);
+    this.#bucket = gatedBucket(options.bucket, () => this.#killed);
     this.#clock = new GatedClock(options.clock, () => this.#killed);
     this.exited = new Promise((resolve) => this.#exited = resolve);
-    serveMessages(this.#inbox, (init) => Promise.resolve(this.#start(init))).then(
+    serveMessages(this.#inbox, (init) => this.#start(init)).then(
       () => this.#exit(0),
       (error) => {
         if (this.#killed) return;
@@ -326,7 +321,8 @@ class SimExecutor implements ExecutorChannel {
     if (made) this.#o.observer.answered(actor, made.generation, made.seq);
   }
 
-  #start(init: ExecutorInit): ExecutorRuntime {
+  /** The runtime, made as a real executor process makes it, with the simulator's seams. */
+  async #start(init: ExecutorInit): Promise<ExecutorRuntime> {
     const program = new SimProgram(
       this.#o,
       (id) => this.#generations.get(id) ?? 0,
@@ -350,16 +346,14 @@ class SimExecutor implements ExecutorChannel {
         if (!this.#killed) this.#o.observer.ran(actor, generation, deploySeq);
       },
     };
-    this.#runtime = new ExecutorRuntime({
-      init,
-      programs: new Map(init.classes.map((spec) => [spec.className, program.for(spec)])),
-      programsOf: (classes) => Promise.resolve(classes.map((spec) => program.for(spec))),
+    this.#runtime = await buildExecutorRuntime(init, {
+      program: (spec) => Promise.resolve(program.for(spec)),
       post: (message) => this.#post(message),
       drain: () => Promise.resolve(),
       clock: this.#clock,
       random: this.#o.random,
       log: this.#o.log,
-      bucket: this.#broken(init.dataDir),
+      openBucket: ({ dataDir }) => this.#broken(dataDir),
       databases: (settings, beforeClose) => {
         this.#databases = new SimDatabasePool(
           settings.maxOpenDatabases,
@@ -377,7 +371,7 @@ class SimExecutor implements ExecutorChannel {
 
   /** The bucket the runtime is given: the process's, or a deliberately broken view of it. */
   #broken(dataDir: string): Bucket {
-    if (this.#o.broken === "stale-generation") return new StaleGenerationBucket(this.#bucket);
+    if (this.#o.broken === "stale-generation") return staleGenerations(this.#bucket);
     if (this.#o.broken === "trust-local") {
       return new HistoryUpTo(this.#bucket, dataDir, this.#o.peek);
     }
@@ -388,7 +382,6 @@ class SimExecutor implements ExecutorChannel {
   kill(notify = true): void {
     if (this.#killed) return;
     this.#killed = true;
-    this.#bucket.cut();
     this.#inbox.close();
     const databases = this.#databases;
     if (databases) {
@@ -661,61 +654,12 @@ class AsyncQueue<T> implements AsyncIterable<T> {
 }
 
 /** A process's bucket that a kill cuts: calls made after it never answer; closing does nothing. */
-class GatedBucket implements Bucket {
-  #cut = false;
-  constructor(readonly inner: Bucket) {}
-
-  /** Nothing more reaches the bucket. */
-  cut(): void {
-    this.#cut = true;
-  }
-
-  #gate<T>(call: () => Promise<T>): Promise<T> {
-    return this.#cut ? new Promise<T>(() => {}) : call();
-  }
-
-  get(key: string, options?: CallOptions): Promise<StoredObject | null> {
-    return this.#gate(() => this.inner.get(key, options));
-  }
-  head(key: string, options?: CallOptions): Promise<ObjectInfo | null> {
-    return this.#gate(() => this.inner.head(key, options));
-  }
-  put(key: string, body: Uint8Array, options?: PutOptions): Promise<{ etag: string }> {
-    return this.#gate(() => this.inner.put(key, body, options));
-  }
-  delete(key: string, options?: DeleteOptions): Promise<void> {
-    return this.#gate(() => this.inner.delete(key, options));
-  }
-  list(prefix: string, options?: ListOptions): Promise<ListPage> {
-    return this.#gate(() => this.inner.list(prefix, options));
-  }
-  close(): Promise<void> {
+function gatedBucket(inner: Bucket, cut: () => boolean): Bucket {
+  return new BucketView(inner, {
+    before: (): Promise<void> | void => cut() ? new Promise<void>(() => {}) : undefined,
     // The node's own bucket: the executor's close must not end it.
-    return Promise.resolve();
-  }
-}
-
-/** Passes every call through except those a subclass answers itself. */
-abstract class BucketView implements Bucket {
-  constructor(readonly inner: Bucket) {}
-  get(key: string, options?: CallOptions): Promise<StoredObject | null> {
-    return this.inner.get(key, options);
-  }
-  head(key: string, options?: CallOptions): Promise<ObjectInfo | null> {
-    return this.inner.head(key, options);
-  }
-  put(key: string, body: Uint8Array, options?: PutOptions): Promise<{ etag: string }> {
-    return this.inner.put(key, body, options);
-  }
-  delete(key: string, options?: DeleteOptions): Promise<void> {
-    return this.inner.delete(key, options);
-  }
-  list(prefix: string, options?: ListOptions): Promise<ListPage> {
-    return this.inner.list(prefix, options);
-  }
-  close(): Promise<void> {
-    return this.inner.close();
-  }
+    close: () => Promise.resolve(),
+  });
 }
 
 const BASE_KEY = /\/wal\/[0-9a-f]{16}\/base$/;
@@ -730,17 +674,16 @@ const ACTOR_OF_KEY = /^actors\/([^/]+)\/([^/]+)\/([^/]+)\//;
  * and without the create-only condition, so a former holder's late upload
  * lands among (or over) the current holder's files.
  */
-class StaleGenerationBucket extends BucketView {
-  #stale(key: string): string {
-    return key.replace(GENERATION, "/wal/0000000000000001/");
-  }
-  override get(key: string, options?: CallOptions): Promise<StoredObject | null> {
-    return super.get(this.#stale(key), options);
-  }
-  override put(key: string, body: Uint8Array, options?: PutOptions): Promise<{ etag: string }> {
-    const { ifNoneMatch: _, ...rest } = options ?? {};
-    return super.put(this.#stale(key), body, rest);
-  }
+function staleGenerations(inner: Bucket): Bucket {
+  const stale = (key: string) => key.replace(GENERATION, "/wal/0000000000000001/");
+  return new BucketView(inner, {
+    before: (call) => {
+      if (call.op === "get") return { ...call, key: stale(call.key) };
+      if (call.op !== "put") return;
+      const { ifNoneMatch: _, ...rest } = call.options ?? {};
+      return { ...call, key: stale(call.key), options: rest };
+    },
+  });
 }
 
 /**

@@ -7,6 +7,7 @@
  */
 
 import type { Random } from "../src/time/clock.ts";
+import type { NodeParts } from "../src/node/assemble.ts";
 import type { OpKind } from "./executor_host.ts";
 import type { Variant } from "./variants.ts";
 
@@ -35,6 +36,13 @@ export interface SimOptions {
    * only LTX files: this shows a bug of the real code (docs/testing.md).
    */
   lateMarkers?: boolean;
+  /**
+   * Given each node's parts as soon as the node is built, before the
+   * simulator watches it (test/sim/frozen_parts_test.ts freezes them: the
+   * simulator must watch through the parts' observers, not by replacing
+   * their methods).
+   */
+  built?: (parts: NodeParts) => void;
 }
 
 /** An invariant that did not hold. */

@@ -25,8 +25,7 @@
 import { type ActorKey, actorKeyString } from "../src/actors/key.ts";
 import { nodeKey } from "../src/bucket/keys.ts";
 import { randomHex, seededRandom } from "../src/bucket/random.ts";
-import type { ClusterPlane } from "../src/cluster/cluster_plane.ts";
-import type { ForwardOutcome, PeerForwarding } from "../src/cluster/routing/peer_forwarding.ts";
+import type { ForwardOutcome } from "../src/cluster/routing/peer_forwarding.ts";
 import { defaultFailoverWaitMs, type WaitOutcome } from "../src/cluster/failover_wait.ts";
 import { ANSWER_TIMEOUT_MS, CONNECT_TIMEOUT_MS } from "../src/http/forward.ts";
 import { leaseTiming } from "../src/cluster/lease_timing.ts";
@@ -53,6 +52,7 @@ import { Faults } from "./faults.ts";
 import { type ActorObserver, opOf, SimExecutors } from "./executor_host.ts";
 import { AppFollower } from "../src/deploy/app_follower.ts";
 import { NodeStartError } from "../src/node/options.ts";
+import type { NodeObservers } from "../src/node/observers.ts";
 import { ObservedCatalog, SIM_APP, SimDeploys, simLoad } from "./deploys.ts";
 import { serveConnection } from "./http_server.ts";
 import { simSocketUpgrade } from "./sockets.ts";
@@ -436,6 +436,8 @@ class World implements SimContext {
       servesBehind: this.variant?.servesBehind,
       alarmNotListed: this.variant?.alarmNotListed,
     });
+    // Forwards are timed once the node serves, as its requests are.
+    let forwardsTimed = false;
     const seams: NodeSeams = {
       clock,
       random,
@@ -445,6 +447,7 @@ class World implements SimContext {
       connect: this.#network.connector({ owner: proc, machine: proc.machine }),
       fileLimit: 20_000,
       processToken: token,
+      observers: this.#observers(proc, () => forwardsTimed),
       upgradeSocket: simSocketUpgrade,
       listen: (handler) => {
         const stop = this.#network.listen(
@@ -466,6 +469,7 @@ class World implements SimContext {
         answerTimeoutMs: this.variant?.answerTimeoutMs,
         holders: this.variant?.holders === "sticky" ? () => new StickyHolders() : undefined,
         socketsIgnoreMoves: this.variant?.socketsIgnoreMoves,
+        resendForwards: this.variant?.resendForwards,
         alarmSweepGraceMs: this.variant?.alarmSweepGraceMs,
         // The broken variant: an actor is free once its holder is not live in this view.
         takeRule: this.variant?.takeRule === "not-live"
@@ -497,7 +501,8 @@ class World implements SimContext {
     // servedClasses); here at once, not awaited: until it applies one, the
     // node is not ready. The lifecycle starts its checks every 3 s.
     void follower.check();
-    this.#watch(proc);
+    this.options.built?.(proc.parts);
+    this.#watchLease(proc);
     node.current = proc;
     this.procs.add(proc);
     this.byToken.set(token, proc);
@@ -534,34 +539,15 @@ class World implements SimContext {
       return;
     }
     if (proc.dead || proc.state !== "starting") return;
-    this.#timeForwards(proc, proc.parts.plane!);
+    forwardsTimed = true;
     proc.state = "serving";
     if (!proc.paused && node.net.partition() === undefined) proc.readySince = this.sched.now;
     this.log(proc.name, `serving (lease ${proc.leaseValid() ? "valid" : "not valid"})`);
   }
 
-  /**
-   * What the invariants watch of a node's parts: its takes and releases,
-   * its lease's changes, its dispatches (time a kept request handed on),
-   * and the bound of its kept requests. Each wraps a method of the real
-   * part, which does what it does.
-   */
-  #watch(proc: SimProcess): void {
-    const { ownership, host, waits, plane } = proc.parts;
-    const take = ownership.take.bind(ownership);
-    ownership.take = async (actor, options) => {
-      const hold = await take(actor, options);
-      this.stats.takes++;
-      this.log(proc.name, `took ${short(actor)} gen ${hold.generation}`);
-      return hold;
-    };
-    const release = ownership.release.bind(ownership);
-    ownership.release = (hold) => {
-      this.stats.releases++;
-      this.log(proc.name, `releases ${short(hold.actor)} gen ${hold.generation}`);
-      return release(hold);
-    };
-    plane?.lease.subscribe({
+  /** The changes of a node's lease, through its subscription. */
+  #watchLease(proc: SimProcess): void {
+    proc.parts.plane?.lease.subscribe({
       changed: (valid, cause) => {
         this.log(proc.name, valid ? "lease valid" : `lease not valid (${cause})`);
         // Its actors are dropped, uploads not waited for: an alarm may fire again.
@@ -575,83 +561,88 @@ class World implements SimContext {
         proc.readySince = undefined;
       },
     });
-    const gaveUp = host.gaveUp.bind(host);
-    host.gaveUp = (actor, generation) => {
-      this.#alarms.fault(proc);
-      gaveUp(actor, generation);
-    };
-    const executorReplaced = host.executorReplaced.bind(host);
-    host.executorReplaced = (index, unstarted) => {
-      this.#alarms.fault(proc);
-      executorReplaced(index, unstarted);
-    };
-    const timers = proc.parts.alarmTimers;
-    const arm = timers.arm.bind(timers);
-    timers.arm = (key, due, source) => {
-      if (source === "sweep") this.#alarms.swept(proc, key, due);
-      arm(key, due, source);
-    };
-    const dispatch = host.dispatch.bind(host);
-    host.dispatch = async (key, ...rest) => {
-      const span = proc.dispatchStarts(actorKeyString(key), this.sched.now);
-      try {
-        return await dispatch(key, ...rest);
-      } finally {
-        span.end = this.sched.now;
-      }
-    };
-    // A kept request given up must be answered within the wait (the spec:
-    // --failover-wait-secs "sets how long a request is kept at most"). A
-    // look that asked for the actor here handed the request on, as one that
-    // forwards it does (then "the usual" bounds apply): the time its take
-    // and event took is not the wait's.
-    const keep = waits.keep.bind(waits);
-    waits.keep = (actor, signal, check, giveUp) => {
-      const start = this.sched.now;
-      const paused = proc.pausedSoFar(start);
-      return keep(actor, signal, check, (outcome: WaitOutcome) => {
-        const now = this.sched.now;
-        const handedOn = proc.dispatchTime(actor, start, now);
-        const ms = now - start - (proc.pausedSoFar(now) - paused) - handedOn;
-        this.stats.longestGiveUpMs = Math.max(this.stats.longestGiveUpMs, ms);
-        if (outcome !== "over_cap" && ms > this.#failoverWaitMs + KEPT_SLACK_MS) {
-          this.fail(
-            "kept-past-bound",
-            `${proc.name} kept a request for ${actor} ${(ms / 1000).toFixed(3)} s before its ` +
-              `503 (${outcome}); the wait is ${this.#failoverWaitMs / 1000} s`,
-          );
-        }
-        return giveUp(outcome);
-      });
-    };
-    const counters = proc.parts.counters;
-    const counted = counters.failoverWait.bind(counters);
-    counters.failoverWait = (outcome) => {
-      this.stats.kept[outcome] = (this.stats.kept[outcome] ?? 0) + 1;
-      counted(outcome);
+  }
+
+  /**
+   * What the invariants watch of a node's parts, through the observers each
+   * part is built with: its takes and releases, its dispatches (time a kept
+   * request handed on), the bound of its kept requests, and the bounds of
+   * its forwards once it serves (`forwardsTimed`).
+   */
+  #observers(proc: SimProcess, forwardsTimed: () => boolean): NodeObservers {
+    return {
+      ownership: {
+        took: (hold) => {
+          this.stats.takes++;
+          this.log(proc.name, `took ${short(hold.actor)} gen ${hold.generation}`);
+        },
+        releasing: (hold) => {
+          this.stats.releases++;
+          this.log(proc.name, `releases ${short(hold.actor)} gen ${hold.generation}`);
+        },
+      },
+      // Its actors are dropped, uploads not waited for: an alarm may fire again.
+      host: {
+        gaveUp: () => this.#alarms.fault(proc),
+        executorReplaced: () => this.#alarms.fault(proc),
+        dispatching: (key) => {
+          const span = proc.dispatchStarts(actorKeyString(key), this.sched.now);
+          return () => void (span.end = this.sched.now);
+        },
+      },
+      alarmTimers: {
+        arming: (key, due, source) => {
+          if (source === "sweep") this.#alarms.swept(proc, key, due);
+        },
+      },
+      waits: { keeping: (actor) => this.#keeping(proc, actor) },
+      forwards: {
+        forwarding: (node, actor) =>
+          forwardsTimed() ? this.#forwarding(proc, node, actor) : undefined,
+      },
     };
   }
 
   /**
-   * Times each forward of `plane` against the forwarder's bounds (a
-   * connection within 5 s, the answer within 30 s of the write), leaving
-   * out the forwarding process's pauses; the variant `forward-resends`
-   * sends a request again after it may have been written.
+   * A kept request given up must be answered within the wait (the spec:
+   * --failover-wait-secs "sets how long a request is kept at most"). A look
+   * that asked for the actor here handed the request on, as one that
+   * forwards it does (then "the usual" bounds apply): the time its take and
+   * event took is not the wait's.
    */
-  #timeForwards(proc: SimProcess, plane: ClusterPlane): void {
-    const peers = plane.peers;
-    const forward = peers.forward.bind(peers);
-    const bound = CONNECT_TIMEOUT_MS + ANSWER_TIMEOUT_MS + FORWARD_SLACK_MS;
-    peers.forward = async (...args: Parameters<PeerForwarding["forward"]>) => {
-      this.stats.forwards++;
-      const [, node, actor] = args;
-      this.#invariants.forwarding(proc, node, actor);
-      const start = this.sched.now;
-      const paused = proc.pausedSoFar(start);
-      let outcome: ForwardOutcome = await forward(...args);
-      if (this.variant?.resendForwards && outcome.kind === "failed") {
-        outcome = await forward(...args);
+  #keeping(proc: SimProcess, actor: string): (outcome: WaitOutcome, gaveUp: boolean) => void {
+    const start = this.sched.now;
+    const paused = proc.pausedSoFar(start);
+    return (outcome, gaveUp) => {
+      this.stats.kept[outcome] = (this.stats.kept[outcome] ?? 0) + 1;
+      if (!gaveUp) return;
+      const now = this.sched.now;
+      const handedOn = proc.dispatchTime(actor, start, now);
+      const ms = now - start - (proc.pausedSoFar(now) - paused) - handedOn;
+      this.stats.longestGiveUpMs = Math.max(this.stats.longestGiveUpMs, ms);
+      if (outcome !== "over_cap" && ms > this.#failoverWaitMs + KEPT_SLACK_MS) {
+        this.fail(
+          "kept-past-bound",
+          `${proc.name} kept a request for ${actor} ${(ms / 1000).toFixed(3)} s before its ` +
+            `503 (${outcome}); the wait is ${this.#failoverWaitMs / 1000} s`,
+        );
       }
+    };
+  }
+
+  /**
+   * Times a forward against the forwarder's bounds (a connection within
+   * 5 s, the answer within 30 s of the write), leaving out the forwarding
+   * process's pauses; the variant `forward-resends` sends a request again
+   * after it may have been written (the node's planted `resendForwards`).
+   */
+  #forwarding(proc: SimProcess, node: string, actor: ActorKey): (outcome: ForwardOutcome) => void {
+    const bound = CONNECT_TIMEOUT_MS + ANSWER_TIMEOUT_MS + FORWARD_SLACK_MS;
+    this.stats.forwards++;
+    this.#invariants.forwarding(proc, node, actor);
+    const start = this.sched.now;
+    const paused = proc.pausedSoFar(start);
+    return (outcome) => {
       const ms = this.sched.now - start - (proc.pausedSoFar(this.sched.now) - paused);
       this.stats.longestForwardMs = Math.max(this.stats.longestForwardMs, ms);
       if (outcome.kind === "failed") this.stats.forwardFailures++;
@@ -662,11 +653,10 @@ class World implements SimContext {
       if (ms > bound && !this.variant?.resendForwards) {
         this.fail(
           "forward-past-bound",
-          `${proc.name} forwarded a request to ${args[1]} for ${(ms / 1000).toFixed(3)} s ` +
+          `${proc.name} forwarded a request to ${node} for ${(ms / 1000).toFixed(3)} s ` +
             `(the bound is ${bound / 1000} s: a connection in 5 s, the answer in 30 s)`,
         );
       }
-      return outcome;
     };
   }
 

@@ -62,6 +62,27 @@ interface ActorState {
   executor: number;
 }
 
+/**
+ * What the host does with events and actors, for whoever watches it (the
+ * simulator's invariants). Called synchronously, as it happens.
+ *
+ * @example
+ * ```ts
+ * import type { ActorHostObserver } from "./actor_host.ts";
+ * const observer: ActorHostObserver = {
+ *   dispatching: (key) => (outcome) => console.log(key.name, outcome.kind),
+ * };
+ * ```
+ */
+export interface ActorHostObserver {
+  /** An event for `key` arrives; what it returns is told the event's outcome once it settles. */
+  dispatching?(key: ActorKey): ((outcome: EventOutcome) => void) | void;
+  /** An executor gave up an actor (before the host forgets and releases it). */
+  gaveUp?(actor: ActorKey, generation: number): void;
+  /** An executor was replaced (before the host releases its actors and sends its events again). */
+  executorReplaced?(index: number, unstarted: UnstartedEvent[]): void;
+}
+
 /** How often idle actors are looked for. */
 export const HIBERNATION_SWEEP_MS = 1000;
 
@@ -97,6 +118,7 @@ export class ActorHost {
   #sweep: Timer | undefined;
   #inFlight = 0;
   #idleWaiters: (() => void)[] = [];
+  readonly #observer: ActorHostObserver | undefined;
 
   constructor(
     pool: ExecutorPool,
@@ -106,7 +128,9 @@ export class ActorHost {
     log: Logger,
     canRun: () => boolean = () => true,
     runUntil: () => number = () => 0,
+    observer?: ActorHostObserver,
   ) {
+    this.#observer = observer;
     this.#pool = pool;
     this.#holds = holds;
     this.#canRun = canRun;
@@ -139,6 +163,19 @@ export class ActorHost {
     request: ActorRequest,
     socket?: SpecialEvent,
     stillWanted?: () => boolean,
+  ): Promise<EventOutcome> {
+    const settled = this.#observer?.dispatching?.(key);
+    const outcome = this.#dispatch(key, request, socket, stillWanted);
+    // It never rejects: a failure is an outcome.
+    if (settled) outcome.then(settled);
+    return outcome;
+  }
+
+  #dispatch(
+    key: ActorKey,
+    request: ActorRequest,
+    socket: SpecialEvent | undefined,
+    stillWanted: (() => boolean) | undefined,
   ): Promise<EventOutcome> {
     const id = actorKeyString(key);
     let state = this.#actors.get(id);
@@ -285,6 +322,7 @@ export class ActorHost {
 
   /** Forgets an actor an executor gave up, and releases it. */
   gaveUp(actor: ActorKey, generation: number): void {
+    this.#observer?.gaveUp?.(actor, generation);
     const id = actorKeyString(actor);
     const state = this.#actors.get(id);
     if (!state?.hold || Number(state.hold.generation) !== generation) return;
@@ -329,6 +367,7 @@ export class ActorHost {
    * them; the events it never started run again at a new hold, in order.
    */
   executorReplaced(index: number, unstarted: UnstartedEvent[]): void {
+    this.#observer?.executorReplaced?.(index, unstarted);
     for (const state of [...this.#actors.values()]) {
       if (state.executor !== index) continue;
       this.#actors.delete(state.id);

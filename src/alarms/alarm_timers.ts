@@ -53,6 +53,25 @@ export interface AlarmTimersOptions {
   /** Told of each firing that ran on-alarm, and of each retry. */
   onFired?: (source: AlarmSource) => void;
   onRetry?: () => void;
+  /** Told of each alarm given to the timer, as it is given (the simulator's alarm checks). */
+  observer?: AlarmTimerObserver;
+}
+
+/**
+ * What the node's timer of alarms is given, for whoever watches it (the
+ * simulator). Called synchronously, as it happens.
+ *
+ * @example
+ * ```ts
+ * import type { AlarmTimerObserver } from "./alarm_timers.ts";
+ * const observer: AlarmTimerObserver = {
+ *   arming: (key, due, source) => console.log(key.name, due, source),
+ * };
+ * ```
+ */
+export interface AlarmTimerObserver {
+  /** `arm` was called (an alarm already armed stays as it is). */
+  arming?(key: ActorKey, due: number, source: AlarmSource): void;
 }
 
 /** The least wait before an alarm that came too early is fired again. */
@@ -145,6 +164,7 @@ export class AlarmTimers {
    * handed over): fired at `due`, unless one is armed for the actor already.
    */
   arm(key: ActorKey, due: number, source: AlarmSource): void {
+    this.#o.observer?.arming?.(key, due, source);
     const id = actorKeyString(key);
     if (this.#armed.has(id)) return;
     this.#arm(key, id, due, source);

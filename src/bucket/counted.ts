@@ -7,16 +7,8 @@
  * @module
  */
 
-import type {
-  Bucket,
-  CallOptions,
-  DeleteOptions,
-  ListOptions,
-  ListPage,
-  ObjectInfo,
-  PutOptions,
-  StoredObject,
-} from "./bucket.ts";
+import type { Bucket } from "./bucket.ts";
+import { BucketView } from "./bucket_view.ts";
 
 /** A bucket call. */
 export type BucketOp = "get" | "head" | "put" | "delete" | "list";
@@ -72,31 +64,11 @@ export function countedBucket(
   bucket: Bucket,
   count: (op: BucketOp, area: BucketArea) => void,
 ): Bucket {
-  return {
-    get(key: string, options?: CallOptions): Promise<StoredObject | null> {
-      count("get", bucketArea(key));
-      return bucket.get(key, options);
+  return new BucketView(bucket, {
+    before: (call) => {
+      count(call.op, bucketArea(call.key));
     },
-    head(key: string, options?: CallOptions): Promise<ObjectInfo | null> {
-      count("head", bucketArea(key));
-      return bucket.head(key, options);
-    },
-    put(key: string, body: Uint8Array, options?: PutOptions): Promise<{ etag: string }> {
-      count("put", bucketArea(key));
-      return bucket.put(key, body, options);
-    },
-    delete(key: string, options?: DeleteOptions): Promise<void> {
-      count("delete", bucketArea(key));
-      return bucket.delete(key, options);
-    },
-    list(prefix: string, options?: ListOptions): Promise<ListPage> {
-      count("list", bucketArea(prefix));
-      return bucket.list(prefix, options);
-    },
-    close(): Promise<void> {
-      return bucket.close();
-    },
-  };
+  });
 }
 
 /**

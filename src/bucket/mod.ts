@@ -37,6 +37,12 @@ export {
 } from "./s3_config.ts";
 export { openBucket, type OpenBucketOptions } from "./open.ts";
 export {
+  type BucketCall,
+  type BucketHooks,
+  type BucketOutcome,
+  BucketView,
+} from "./bucket_view.ts";
+export {
   type UploadBounds,
   uploadBounds,
   type UploadOptions,

@@ -21,7 +21,7 @@ import { decodeHeartbeat, type Heartbeat, isLive } from "./heartbeat.ts";
 import { nodeKey } from "../bucket/keys.ts";
 import type { OwnerRecord, OwnershipRecords } from "./ownership.ts";
 import { type Route, routeRequest } from "./routing/router.ts";
-import { PeerForwarding } from "./routing/peer_forwarding.ts";
+import { type ForwardObserver, PeerForwarding } from "./routing/peer_forwarding.ts";
 import type { Connect } from "../http/forward.ts";
 
 /** Options of {@linkcode ClusterPlane}. */
@@ -49,6 +49,10 @@ export interface ClusterPlaneOptions {
   connect?: Connect;
   /** How long a forwarded request waits for the peer's answer; default the spec's 30 s. */
   answerTimeoutMs?: number;
+  /** Told of each forwarded request (the simulator's bounds). */
+  forwardObserver?: ForwardObserver;
+  /** The simulator's planted `forward-resends`: {@linkcode PeerForwardingOptions.resendFailed}. */
+  resendFailedForwards?: boolean;
   /** `--cluster-plaintext`: whether plain HTTP to peers without a listener is used. */
   plaintext: "accept" | "refuse";
   /** The WasmKeep version, published in the heartbeat. */
@@ -175,6 +179,8 @@ export class ClusterPlane {
       tlsConnect: options.tls?.connect,
       answerTimeoutMs: options.answerTimeoutMs,
       signCall: options.signCall,
+      observer: options.forwardObserver,
+      resendFailed: options.resendFailedForwards,
     });
   }
 

@@ -74,6 +74,29 @@ export interface FailoverWaitsOptions {
   maxKept: number;
   /** Counts each ended wait by outcome. */
   count: (outcome: WaitOutcome) => void;
+  /** Told of each wait as it begins and ends (the simulator's bound of kept requests). */
+  observer?: FailoverWaitObserver;
+}
+
+/**
+ * What happens to kept requests, for whoever watches them (the simulator's
+ * invariants). Called synchronously, as it happens.
+ *
+ * @example
+ * ```ts
+ * import type { FailoverWaitObserver } from "./failover_wait.ts";
+ * const observer: FailoverWaitObserver = {
+ *   keeping: (actor) => (outcome, gaveUp) => console.log(actor, outcome, gaveUp),
+ * };
+ * ```
+ */
+export interface FailoverWaitObserver {
+  /**
+   * A request for `actor` is to be kept (or refused over the cap). What it
+   * returns is told how the wait ended, as it is counted; `gaveUp` when the
+   * wait's own answer (`giveUp`) is made next.
+   */
+  keeping?(actor: string): ((outcome: WaitOutcome, gaveUp: boolean) => void) | void;
 }
 
 /**
@@ -125,17 +148,18 @@ export class FailoverWaits {
     check: (waitEnds: AbortSignal) => Promise<WaitCheck<T>>,
     giveUp: (outcome: WaitOutcome) => T,
   ): Promise<T | undefined> {
+    const ended = this.#o.observer?.keeping?.(actor);
+    const end = (outcome: WaitOutcome, gaveUp = true) => {
+      this.#o.count(outcome);
+      ended?.(outcome, gaveUp);
+      return outcome;
+    };
     const perActor = this.#perActor.get(actor) ?? 0;
     if (!this.enabled || this.#kept >= this.#o.maxKept || perActor >= MAX_KEPT_PER_ACTOR) {
-      this.#o.count("over_cap");
-      return giveUp("over_cap");
+      return giveUp(end("over_cap"));
     }
     this.#kept++;
     this.#perActor.set(actor, perActor + 1);
-    const end = (outcome: WaitOutcome) => {
-      this.#o.count(outcome);
-      return outcome;
-    };
     const { clock } = this.#o;
     const waitEnds = new AbortController();
     const timer = clock.setTimer(this.#o.maxWaitMs, () => waitEnds.abort());
@@ -147,13 +171,13 @@ export class FailoverWaits {
         if (left <= 0) return giveUp(end("timeout"));
         const waited = await this.#sleep(Math.min(delay, left), signal);
         if (waited === "client_gone") {
-          end("client_gone");
+          end("client_gone", false);
           return undefined;
         }
         if (waited === "stopping") return giveUp(end("stopping"));
         const looked = await check(waitEnds.signal);
         if (!looked.wait) {
-          end(looked.outcome);
+          end(looked.outcome, false);
           return looked.value;
         }
         delay = KEPT_CHECK_MS;

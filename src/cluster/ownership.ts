@@ -307,6 +307,28 @@ export interface OwnershipRecordsOptions {
   log: Logger;
   /** Cap on pending background releases; default {@linkcode RELEASE_MAX_PENDING} (for tests). */
   maxPendingReleases?: number;
+  /** Told of each take that landed and each release begun (the simulator's invariants). */
+  observer?: OwnershipObserver;
+}
+
+/**
+ * What this node's holds do, for whoever watches them (the simulator).
+ * Called synchronously, as it happens.
+ *
+ * @example
+ * ```ts
+ * import type { OwnershipObserver } from "./ownership.ts";
+ * const observer: OwnershipObserver = {
+ *   took: (hold) => console.log("took", hold.actor.name, hold.generation),
+ *   releasing: (hold) => console.log("releases", hold.actor.name),
+ * };
+ * ```
+ */
+export interface OwnershipObserver {
+  /** A take landed: this node holds `hold.actor` now (before the taker learns it). */
+  took?(hold: Hold): void;
+  /** A release of `hold` begins (whether it lands or not). */
+  releasing?(hold: Hold): void;
 }
 
 /** How {@linkcode OwnershipRecords.take} decides. */
@@ -388,6 +410,7 @@ export class OwnershipRecords {
   readonly #processToken: string;
   readonly #log: Logger;
   readonly #maxPending: number;
+  readonly #observer: OwnershipObserver | undefined;
   /** By record key, oldest first (a Map keeps insertion order). */
   readonly #pending = new Map<string, PendingRelease>();
   /** Aborts background tries still running at `close`. */
@@ -401,6 +424,7 @@ export class OwnershipRecords {
     this.#processToken = options.processToken;
     this.#log = options.log;
     this.#maxPending = options.maxPendingReleases ?? RELEASE_MAX_PENDING;
+    this.#observer = options.observer;
   }
 
   /**
@@ -470,6 +494,7 @@ export class OwnershipRecords {
           generation: hold.generation,
         });
       }
+      this.#observer?.took?.(hold);
       return hold;
     } catch (e) {
       if (pending && !this.#closing.signal.aborted && !this.#pending.has(key)) {
@@ -609,6 +634,7 @@ export class OwnershipRecords {
    * ```
    */
   async release(hold: Hold): Promise<void> {
+    this.#observer?.releasing?.(hold);
     const key = ownerKey(hold.actor);
     const body = encodeOwnerRecord({
       version: OWNER_RECORD_VERSION,

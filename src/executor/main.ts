@@ -16,11 +16,11 @@ import { FrameSender, readFrames } from "../actors/frames.ts";
 import type { Plain } from "../actors/codec.ts";
 import { type ExecutorInit, type ToExecutor, toExecutorMessage } from "../actors/protocol.ts";
 import { openBucket } from "../bucket/open.ts";
-import { countedBucket, RequestTally } from "../bucket/counted.ts";
 import { systemClock, systemRandom } from "../time/clock.ts";
 import { bindToNode, executorNodePid } from "./lifeline.ts";
 import { componentProgram } from "./program.ts";
-import { ExecutorRuntime } from "./runtime.ts";
+import type { ExecutorRuntime } from "./runtime.ts";
+import { buildExecutorRuntime } from "./build_runtime.ts";
 import { serveMessages } from "./message_loop.ts";
 
 /**
@@ -52,33 +52,17 @@ async function* messagesOf(conn: Deno.Conn): AsyncGenerator<ToExecutor> {
   for await (const frame of readFrames(conn)) yield toExecutorMessage(frame);
 }
 
-/** How often an executor tells its node the bucket requests it made. */
-export const BUCKET_TALLY_MS = 1_000;
-
 /** The runtime of a real executor: components, the system's clock, its own bucket client. */
-async function startRuntime(init: ExecutorInit, sender: FrameSender): Promise<ExecutorRuntime> {
-  const programs = await Promise.all(init.classes.map(componentProgram));
-  const tally = new RequestTally();
-  const tellTally = () => {
-    const counts = tally.take();
-    if (counts) sender.send({ type: "bucket-requests", counts } as unknown as Plain);
-  };
-  // It ends with the process.
-  Deno.unrefTimer(setInterval(tellTally, BUCKET_TALLY_MS));
-  return new ExecutorRuntime({
-    init,
-    programs: new Map(programs.map((program) => [program.spec.className, program])),
-    programsOf: (classes) => Promise.all(classes.map(componentProgram)),
-    post: (message) => sender.send(message as unknown as Plain),
-    drain: () => sender.drain(),
+function startRuntime(init: ExecutorInit, sender: FrameSender): Promise<ExecutorRuntime> {
+  return buildExecutorRuntime(init, {
     clock: systemClock,
     random: systemRandom,
     log: createLogger({ level: init.logLevel as LogLevel }),
-    // Also on a standalone node, for the alarm index (its file bucket).
-    bucket: countedBucket(
-      openBucket(init.bucketUrl, { clock: systemClock, random: systemRandom }),
-      (op, area) => tally.add(op, area),
-    ),
+    openBucket: ({ bucketUrl }) =>
+      openBucket(bucketUrl, { clock: systemClock, random: systemRandom }),
+    program: componentProgram,
+    post: (message) => sender.send(message as unknown as Plain),
+    drain: () => sender.drain(),
   });
 }
 

@@ -10,7 +10,7 @@ import {
   componentFromBytes,
   pruneComponentCache,
 } from "../../src/actors/component.ts";
-import { COUNTER_WASM } from "../helpers/node_process.ts";
+import { COUNTER_WASM } from "../../src/testing/node_process.ts";
 
 const HOUR_MS = 3_600_000;
 

@@ -5,7 +5,7 @@ import {
   type UnstartedEvent,
 } from "../../src/actors/executor_pool.ts";
 import { loadComponent } from "../../src/actors/component.ts";
-import { ROOT } from "../helpers/node_process.ts";
+import { ROOT } from "../../src/testing/node_process.ts";
 import { createLogger } from "../../src/log.ts";
 import { systemClock } from "../../src/time/clock.ts";
 import { MAX_FRAME_BYTES } from "../../src/actors/frames.ts";

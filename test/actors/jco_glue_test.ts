@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { type ActorExportCalls, GuestError } from "../../src/actors/abi/direct.ts";
 import { ASYNC_IMPORTS, loadComponent } from "../../src/actors/component.ts";
 import type { ActorRequest } from "../../src/actors/protocol.ts";
-import { TESTBED_WASM } from "../helpers/node_process.ts";
+import { TESTBED_WASM } from "../../src/testing/node_process.ts";
 
 interface Glue {
   instantiate(

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { decodeTranspiled, encodeTranspiled } from "../../src/actors/transpile_process.ts";
-import { COUNTER_WASM, ROOT } from "../helpers/node_process.ts";
+import { COUNTER_WASM, ROOT } from "../../src/testing/node_process.ts";
 
 /** Runs `deno run -A main.ts __transpile` (as a compiled binary runs itself) on `bytes`. */
 async function transpileThroughCli(bytes: Uint8Array): Promise<Uint8Array> {

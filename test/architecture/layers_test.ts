@@ -65,6 +65,11 @@ const LAYERS: readonly { folder: string; why: string }[] = [
     why: "the executor process: runs actors, their alarms and socket messages",
   },
   { folder: "node", why: "a node assembled from all of the above, from start to stop" },
+  {
+    folder: "testing",
+    why:
+      "what tests, benchmarks and the simulator share (moto, node processes); nothing in src/ uses it",
+  },
 ];
 
 const ROOT = new URL("../../", import.meta.url);

@@ -2,7 +2,7 @@ import { conformance } from "./conformance.ts";
 import { MemoryBucket } from "../../src/bucket/memory.ts";
 import { FileBucket } from "../../src/bucket/file.ts";
 import { S3Bucket } from "../../src/bucket/s3.ts";
-import { startMoto } from "../helpers/moto.ts";
+import { startMoto } from "../../src/testing/moto.ts";
 
 Deno.test("conformance: MemoryBucket", (t) => conformance(t, new MemoryBucket()));
 

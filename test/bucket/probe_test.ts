@@ -1,7 +1,7 @@
 import { assert, assertEquals } from "./assert.ts";
 import { FakeClock } from "./fake_clock.ts";
 import { CarelessBucket } from "../helpers/careless_bucket.ts";
-import { startMoto } from "../helpers/moto.ts";
+import { startMoto } from "../../src/testing/moto.ts";
 import type { Bucket } from "../../src/bucket/bucket.ts";
 import { FileBucket } from "../../src/bucket/file.ts";
 import { MemoryBucket } from "../../src/bucket/memory.ts";

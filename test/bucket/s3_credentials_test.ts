@@ -3,6 +3,7 @@ import { FakeClock } from "./fake_clock.ts";
 import type { Bucket, DeleteOptions, PutOptions } from "../../src/bucket/bucket.ts";
 import { BucketRequestError } from "../../src/bucket/errors.ts";
 import { MemoryBucket } from "../../src/bucket/memory.ts";
+import { BucketView } from "../../src/bucket/bucket_view.ts";
 import { openBucket } from "../../src/bucket/open.ts";
 import { probeBucket } from "../../src/bucket/probe.ts";
 import { seededRandom } from "../../src/bucket/random.ts";
@@ -172,14 +173,15 @@ Deno.test("probe: a bucket refusing the credentials (403) is probed again, sayin
 });
 
 Deno.test("probe: other refusals than 403 are still a verdict", async () => {
-  const bucket: Bucket = new MemoryBucket();
-  bucket.put = () =>
-    Promise.reject(
-      new BucketRequestError("PUT probe/x: 404 NoSuchBucket", {
+  const bucket: Bucket = new BucketView(new MemoryBucket(), {
+    before: ({ op }) => {
+      if (op !== "put") return;
+      throw new BucketRequestError("PUT probe/x: 404 NoSuchBucket", {
         status: 404,
         code: "NoSuchBucket",
-      }),
-    );
+      });
+    },
+  });
   const result = await probeBucket(bucket, { clock: new FakeClock(), random: seededRandom(5) });
   assertEquals(result, {
     ok: false,

@@ -4,14 +4,13 @@ import { MemoryBucket } from "../../src/bucket/memory.ts";
 import type {
   Bucket,
   CallOptions,
-  DeleteOptions,
   ListOptions,
   ListPage,
-  ObjectInfo,
   PutOptions,
   StoredObject,
 } from "../../src/bucket/bucket.ts";
 import { BucketUnavailable, PreconditionFailed } from "../../src/bucket/errors.ts";
+import { BucketView } from "../../src/bucket/bucket_view.ts";
 import { nodeKey } from "../../src/bucket/keys.ts";
 import { createLogger } from "../../src/log.ts";
 import {
@@ -99,7 +98,7 @@ class StubLease implements OwnLeaseState {
 }
 
 /** A bucket that counts calls and can step in before a write. */
-class SpyBucket implements Bucket {
+class SpyBucket extends BucketView {
   lists = 0;
   gets = 0;
   puts: { key: string; options: PutOptions; outcome: string }[] = [];
@@ -107,25 +106,24 @@ class SpyBucket implements Bucket {
   /** Keys whose reads fail as an unreachable store would. */
   failGets = new Set<string>();
 
-  constructor(readonly inner: Bucket) {}
-
-  get(key: string, options?: CallOptions): Promise<StoredObject | null> {
+  override get(key: string, options?: CallOptions): Promise<StoredObject | null> {
     this.gets++;
     if (this.failGets.has(key)) {
       return Promise.reject(new BucketUnavailable(`GET ${key}: 503 (test)`, { ambiguous: false }));
     }
-    return this.inner.get(key, options);
+    return super.get(key, options);
   }
-  head(key: string, options?: CallOptions): Promise<ObjectInfo | null> {
-    return this.inner.head(key, options);
-  }
-  async put(key: string, body: Uint8Array, options: PutOptions = {}): Promise<{ etag: string }> {
+  override async put(
+    key: string,
+    body: Uint8Array,
+    options: PutOptions = {},
+  ): Promise<{ etag: string }> {
     const record = { key, options, outcome: "pending" };
     this.puts.push(record);
     const hook = this.beforePut;
     if (hook) await hook(key, options);
     try {
-      const result = await this.inner.put(key, body, options);
+      const result = await super.put(key, body, options);
       record.outcome = "landed";
       return result;
     } catch (e) {
@@ -133,15 +131,9 @@ class SpyBucket implements Bucket {
       throw e;
     }
   }
-  delete(key: string, options?: DeleteOptions): Promise<void> {
-    return this.inner.delete(key, options);
-  }
-  list(prefix: string, options?: ListOptions): Promise<ListPage> {
+  override list(prefix: string, options?: ListOptions): Promise<ListPage> {
     this.lists++;
-    return this.inner.list(prefix, options);
-  }
-  close(): Promise<void> {
-    return this.inner.close();
+    return super.list(prefix, options);
   }
 }
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { FakeClock } from "../bucket/fake_clock.ts";
-import { startMoto } from "../helpers/moto.ts";
+import { startMoto } from "../../src/testing/moto.ts";
 import { MemoryBucket } from "../../src/bucket/memory.ts";
 import { S3Bucket } from "../../src/bucket/s3.ts";
 import type { Bucket, PutOptions } from "../../src/bucket/bucket.ts";

@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import { Relays } from "../../src/cluster/relays.ts";
-import { tcpPair } from "../helpers/loopback.ts";
+import { tcpPair } from "../../src/testing/loopback.ts";
 
 /** A relay between a client and a peer, each an outer end the test holds. */
 async function opened(relays: Relays, node: string, fingerprint?: string) {

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { clusterCommand } from "../../cli/cluster.ts";
 import { UsageError } from "../../cli/args.ts";
-import { ROOT, runWasmkeep } from "../helpers/node_process.ts";
-import { startMoto } from "../helpers/moto.ts";
+import { ROOT, runWasmkeep } from "../../src/testing/node_process.ts";
+import { startMoto } from "../../src/testing/moto.ts";
 import type { Bucket, PutOptions } from "../../src/bucket/bucket.ts";
 import { FileBucket } from "../../src/bucket/file.ts";
 import { MemoryBucket } from "../../src/bucket/memory.ts";

@@ -10,7 +10,7 @@ import {
   DeployRefusal,
   DeployUsageError,
 } from "../../src/deploy/deploy.ts";
-import { CHAT_WASM, COUNTER_WASM, KV_WASM, REMINDER_WASM } from "../helpers/node_process.ts";
+import { CHAT_WASM, COUNTER_WASM, KV_WASM, REMINDER_WASM } from "../../src/testing/node_process.ts";
 import { HookedBucket, snapshot } from "./hooked_bucket.ts";
 import { onEachStore } from "./stores.ts";
 

@@ -5,16 +5,8 @@
  * @module
  */
 
-import type {
-  Bucket,
-  CallOptions,
-  DeleteOptions,
-  ListOptions,
-  ListPage,
-  ObjectInfo,
-  PutOptions,
-  StoredObject,
-} from "../../src/bucket/bucket.ts";
+import type { Bucket } from "../../src/bucket/bucket.ts";
+import { type BucketCall, BucketView } from "../../src/bucket/bucket_view.ts";
 
 /** A call as the hooks see it. */
 export interface Call {
@@ -35,58 +27,20 @@ export interface Call {
  * bucket.calls.length; // 1
  * ```
  */
-export class HookedBucket implements Bucket {
+export class HookedBucket extends BucketView {
   /** Every call so far, in order. */
   readonly calls: Call[] = [];
   /** Runs before each call reaches the inner bucket. */
   before: (call: Call) => void | Promise<void> = () => {};
 
-  /** Wraps `inner`. */
-  constructor(readonly inner: Bucket) {}
-
-  async #arrive(call: Call): Promise<void> {
-    this.calls.push(call);
-    await this.before(call);
+  protected override async beforeCall({ op, key }: BucketCall): Promise<void> {
+    this.calls.push({ method: op, key });
+    await this.before({ method: op, key });
   }
 
   /** The keys written with `put`. */
   puts(): string[] {
     return this.calls.filter((c) => c.method === "put").map((c) => c.key);
-  }
-
-  /** Reads an object. */
-  async get(key: string, options?: CallOptions): Promise<StoredObject | null> {
-    await this.#arrive({ method: "get", key });
-    return this.inner.get(key, options);
-  }
-
-  /** Reads an object's metadata. */
-  async head(key: string, options?: CallOptions): Promise<ObjectInfo | null> {
-    await this.#arrive({ method: "head", key });
-    return this.inner.head(key, options);
-  }
-
-  /** Writes an object. */
-  async put(key: string, body: Uint8Array, options?: PutOptions): Promise<{ etag: string }> {
-    await this.#arrive({ method: "put", key });
-    return this.inner.put(key, body, options);
-  }
-
-  /** Deletes an object. */
-  async delete(key: string, options?: DeleteOptions): Promise<void> {
-    await this.#arrive({ method: "delete", key });
-    return this.inner.delete(key, options);
-  }
-
-  /** Lists a page. */
-  async list(prefix: string, options?: ListOptions): Promise<ListPage> {
-    await this.#arrive({ method: "list", key: prefix });
-    return this.inner.list(prefix, options);
-  }
-
-  /** Closes the inner bucket. */
-  close(): Promise<void> {
-    return this.inner.close();
   }
 }
 

@@ -6,7 +6,7 @@ import {
   hasUrlWithPassword,
   looksLikeSecretName,
 } from "../../src/deploy/deploy_report.ts";
-import { CHAT_WASM, COUNTER_WASM, KV_WASM } from "../helpers/node_process.ts";
+import { CHAT_WASM, COUNTER_WASM, KV_WASM } from "../../src/testing/node_process.ts";
 
 const SHOP = { tenant: "acme", app: "shop" };
 

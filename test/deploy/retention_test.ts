@@ -8,7 +8,7 @@ import {
   KEPT_BEFORE_CURRENT,
   readVersionLine,
 } from "../../src/deploy/retention.ts";
-import { COUNTER_WASM } from "../helpers/node_process.ts";
+import { COUNTER_WASM } from "../../src/testing/node_process.ts";
 import { FakeClock } from "../bucket/fake_clock.ts";
 import { HookedBucket } from "./hooked_bucket.ts";
 

@@ -3,7 +3,7 @@ import { MemoryBucket } from "../../src/bucket/memory.ts";
 import { appComponentKey } from "../../src/bucket/keys.ts";
 import { readCurrent, readVersion } from "../../src/deploy/app_objects.ts";
 import { deploy, DeployRefusal, rollback } from "../../src/deploy/deploy.ts";
-import { CHAT_WASM, COUNTER_WASM, KV_WASM } from "../helpers/node_process.ts";
+import { CHAT_WASM, COUNTER_WASM, KV_WASM } from "../../src/testing/node_process.ts";
 import { snapshot } from "./hooked_bucket.ts";
 import { onEachStore } from "./stores.ts";
 

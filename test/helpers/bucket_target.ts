@@ -5,8 +5,8 @@
  * @module
  */
 
-import { scratchDir } from "./cluster.ts";
-import { startMoto } from "./moto.ts";
+import { scratchDir } from "../../src/testing/cluster.ts";
+import { startMoto } from "../../src/testing/moto.ts";
 
 /** A bucket the test's processes reach, and the environment they reach it with. */
 export interface BucketTarget {

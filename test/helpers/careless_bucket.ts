@@ -5,16 +5,7 @@
  * @module
  */
 
-import type {
-  Bucket,
-  CallOptions,
-  DeleteOptions,
-  ListOptions,
-  ListPage,
-  ObjectInfo,
-  PutOptions,
-  StoredObject,
-} from "../../src/bucket/bucket.ts";
+import { BucketView } from "../../src/bucket/bucket_view.ts";
 import { MemoryBucket } from "../../src/bucket/memory.ts";
 
 /** Which conditions the careless store ignores. */
@@ -36,51 +27,25 @@ export interface CarelessOptions {
  * await bucket.put("k", new Uint8Array([2]), { ifNoneMatch: "*" }); // accepted
  * ```
  */
-export class CarelessBucket implements Bucket {
-  readonly #inner = new MemoryBucket();
-  readonly #ignoreIfNoneMatch: boolean;
-  readonly #ignoreIfMatch: boolean;
-
+export class CarelessBucket extends BucketView {
   /** A careless store, ignoring both conditions unless told otherwise. */
   constructor(options: CarelessOptions = {}) {
-    this.#ignoreIfNoneMatch = options.ignoreIfNoneMatch ?? true;
-    this.#ignoreIfMatch = options.ignoreIfMatch ?? true;
-  }
-
-  /** Reads an object. */
-  get(key: string, options?: CallOptions): Promise<StoredObject | null> {
-    return this.#inner.get(key, options);
-  }
-
-  /** Reads an object's metadata. */
-  head(key: string, options?: CallOptions): Promise<ObjectInfo | null> {
-    return this.#inner.head(key, options);
-  }
-
-  /** Writes an object, dropping the ignored conditions. */
-  put(key: string, body: Uint8Array, options: PutOptions = {}): Promise<{ etag: string }> {
-    return this.#inner.put(key, body, {
-      signal: options.signal,
-      ifNoneMatch: this.#ignoreIfNoneMatch ? undefined : options.ifNoneMatch,
-      ifMatch: this.#ignoreIfMatch ? undefined : options.ifMatch,
+    const ignoreIfNoneMatch = options.ignoreIfNoneMatch ?? true;
+    const ignoreIfMatch = options.ignoreIfMatch ?? true;
+    super(new MemoryBucket(), {
+      before: (call) => {
+        if (call.op !== "put" && call.op !== "delete") return;
+        const { signal, ifMatch } = call.options ?? {};
+        const ifNoneMatch = call.op === "put" ? call.options?.ifNoneMatch : undefined;
+        return {
+          ...call,
+          options: {
+            signal,
+            ifNoneMatch: ignoreIfNoneMatch ? undefined : ifNoneMatch,
+            ifMatch: ignoreIfMatch ? undefined : ifMatch,
+          },
+        };
+      },
     });
-  }
-
-  /** Deletes an object, dropping an ignored `ifMatch`. */
-  delete(key: string, options: DeleteOptions = {}): Promise<void> {
-    return this.#inner.delete(key, {
-      signal: options.signal,
-      ifMatch: this.#ignoreIfMatch ? undefined : options.ifMatch,
-    });
-  }
-
-  /** Lists one page. */
-  list(prefix: string, options?: ListOptions): Promise<ListPage> {
-    return this.#inner.list(prefix, options);
-  }
-
-  /** Nothing to release. */
-  close(): Promise<void> {
-    return this.#inner.close();
   }
 }

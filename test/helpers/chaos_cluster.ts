@@ -8,8 +8,8 @@
  * @module
  */
 
-import type { NodeProcess } from "./node_process.ts";
-import { startClusterNode } from "./cluster.ts";
+import type { NodeProcess } from "../../src/testing/node_process.ts";
+import { startClusterNode } from "../../src/testing/cluster.ts";
 
 /** One thing that happened to a node's process. */
 export interface NodeEvent {

@@ -9,6 +9,7 @@
 
 import type { Bucket } from "../../src/bucket/bucket.ts";
 import { FileBucket } from "../../src/bucket/file.ts";
+import { BucketView } from "../../src/bucket/bucket_view.ts";
 import type { OpenBucketOptions } from "../../src/bucket/open.ts";
 import { bucketOpenImportMap } from "./bucket_open_map.ts";
 import { OWNERS_PREFIX } from "../../src/bucket/keys.ts";
@@ -18,16 +19,14 @@ export const OWNER_READS_FILE_VARIABLE = "WASMKEEP_TEST_OWNER_READS_FILE";
 
 /** A `file://` bucket counting its reads of ownership records. */
 export function openBucket(url: string, options: OpenBucketOptions = {}): Bucket {
-  const bucket = new FileBucket(url.slice("file://".length), options);
-  const get = bucket.get.bind(bucket);
   const file = Deno.env.get(OWNER_READS_FILE_VARIABLE);
-  bucket.get = (key, getOptions) => {
-    if (file && key.startsWith(OWNERS_PREFIX)) {
-      Deno.writeTextFileSync(file, `${key}\n`, { append: true });
-    }
-    return get(key, getOptions);
-  };
-  return bucket;
+  return new BucketView(new FileBucket(url.slice("file://".length), options), {
+    before: ({ op, key }) => {
+      if (file && op === "get" && key.startsWith(OWNERS_PREFIX)) {
+        Deno.writeTextFileSync(file, `${key}\n`, { append: true });
+      }
+    },
+  });
 }
 
 /** The `deno run` flags that make a node open its bucket with this module (the map goes in `dir`). */

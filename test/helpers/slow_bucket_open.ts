@@ -11,6 +11,7 @@
 
 import type { Bucket } from "../../src/bucket/bucket.ts";
 import { FileBucket } from "../../src/bucket/file.ts";
+import { BucketView } from "../../src/bucket/bucket_view.ts";
 import type { OpenBucketOptions } from "../../src/bucket/open.ts";
 import { bucketOpenImportMap } from "./bucket_open_map.ts";
 
@@ -19,14 +20,12 @@ export const SLOW_PUT_FILE_VARIABLE = "WASMKEEP_TEST_SLOW_PUT_FILE";
 
 /** A `file://` bucket whose writes wait the delay the file says. */
 export function openBucket(url: string, options: OpenBucketOptions = {}): Bucket {
-  const bucket = new FileBucket(url.slice("file://".length), options);
-  const put = bucket.put.bind(bucket);
-  bucket.put = async (key, body, putOptions) => {
-    const delayMs = Number(readDelay() || 0);
-    if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
-    return await put(key, body, putOptions);
-  };
-  return bucket;
+  return new BucketView(new FileBucket(url.slice("file://".length), options), {
+    before: (call) => {
+      const delayMs = call.op === "put" ? Number(readDelay() || 0) : 0;
+      if (delayMs > 0) return new Promise<void>((resolve) => setTimeout(resolve, delayMs));
+    },
+  });
 }
 
 function readDelay(): string {

@@ -20,7 +20,7 @@ import {
 import type { NodeIdentity } from "../../src/security/node_identity.ts";
 import type { ByteConn } from "../../src/http/tls_connect.ts";
 import { createLogger, type Logger } from "../../src/log.ts";
-import { writeAll } from "../helpers/loopback.ts";
+import { writeAll } from "../../src/testing/loopback.ts";
 import type { UntilOptions } from "../helpers/until.ts";
 
 const encoder = new TextEncoder();

@@ -17,7 +17,7 @@ import { type ByteConn, tlsConnector } from "../../src/http/tls_connect.ts";
 import { relay, type RelayEnd } from "../../src/net/relay.ts";
 import { createNodeIdentity } from "../../src/security/node_identity.ts";
 import { createLogger } from "../../src/log.ts";
-import { readExactly, tcpPair, writeAll } from "../helpers/loopback.ts";
+import { readExactly, tcpPair, writeAll } from "../../src/testing/loopback.ts";
 
 const OWNER = await createNodeIdentity({ nodeId: "owner", hosts: ["127.0.0.1"] });
 const RELAYING = await createNodeIdentity({ nodeId: "relaying", hosts: ["127.0.0.1"] });

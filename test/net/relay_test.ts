@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import { relay, type RelayEnd } from "../../src/net/relay.ts";
-import { readExactly, tcpPair, writeAll } from "../helpers/loopback.ts";
+import { readExactly, tcpPair, writeAll } from "../../src/testing/loopback.ts";
 
 /** Echoes what `conn` reads back to it until it closes. */
 async function echo(conn: Deno.Conn): Promise<void> {

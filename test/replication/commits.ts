@@ -14,12 +14,11 @@ import type {
   CallOptions,
   DeleteOptions,
   ListOptions,
-  ListPage,
   ObjectInfo,
   PutOptions,
-  StoredObject,
 } from "../../src/bucket/bucket.ts";
 import { listAll } from "../../src/bucket/bucket.ts";
+import { type BucketCall as SrcBucketCall, BucketView } from "../../src/bucket/bucket_view.ts";
 import type { ActorKey } from "../../src/actors/key.ts";
 import { actorWalPrefix } from "../../src/bucket/keys.ts";
 import type { LogFields, Logger, LogLevel } from "../../src/log.ts";
@@ -203,8 +202,7 @@ export interface BucketCall {
  * A bucket that records every call before passing it on, and refuses the
  * PUTs `refusePut` names with the error it returns.
  */
-export class SpyBucket implements Bucket {
-  readonly calls: BucketCall[] = [];
+export class SpyBucket extends BucketView {
   /** Returns an error to refuse this PUT with, or undefined to let it through. */
   refusePut: ((key: string) => Error | undefined) | undefined;
   /** Returns an error to refuse this LIST with, or undefined to let it through. */
@@ -212,51 +210,28 @@ export class SpyBucket implements Bucket {
   /** Whether this PUT goes unanswered (it fails only when its signal aborts). */
   hangPut: ((key: string) => boolean) | undefined;
 
-  constructor(readonly inner: Bucket) {}
+  readonly calls: BucketCall[] = [];
 
-  /** The keys of the calls of `op`, in order. */
-  keys(op: BucketCall["op"]): string[] {
-    return this.calls.filter((c) => c.op === op).map((c) => c.key);
-  }
-
-  get(key: string, options?: CallOptions): Promise<StoredObject | null> {
-    this.calls.push({ op: "get", key, options });
-    return this.inner.get(key, options);
-  }
-
-  head(key: string, options?: CallOptions): Promise<ObjectInfo | null> {
-    this.calls.push({ op: "head", key, options });
-    return this.inner.head(key, options);
-  }
-
-  put(key: string, body: Uint8Array, options?: PutOptions): Promise<{ etag: string }> {
-    this.calls.push({ op: "put", key, options });
-    const refusal = this.refusePut?.(key);
-    if (refusal) return Promise.reject(refusal);
-    if (this.hangPut?.(key)) {
+  protected override beforeCall({ op, key, options }: SrcBucketCall): Promise<void> | void {
+    this.calls.push({ op, key, options });
+    const refusal = op === "put"
+      ? this.refusePut?.(key)
+      : op === "list"
+      ? this.refuseList?.(key)
+      : undefined;
+    if (refusal) throw refusal;
+    if (op === "put" && this.hangPut?.(key)) {
       return new Promise((_, reject) => {
         const signal = options?.signal;
         if (signal?.aborted) return reject(signal.reason);
         signal?.addEventListener("abort", () => reject(signal.reason), { once: true });
       });
     }
-    return this.inner.put(key, body, options);
   }
 
-  delete(key: string, options?: DeleteOptions): Promise<void> {
-    this.calls.push({ op: "delete", key, options });
-    return this.inner.delete(key, options);
-  }
-
-  list(prefix: string, options?: ListOptions): Promise<ListPage> {
-    this.calls.push({ op: "list", key: prefix, options });
-    const refusal = this.refuseList?.(prefix);
-    if (refusal) return Promise.reject(refusal);
-    return this.inner.list(prefix, options);
-  }
-
-  close(): Promise<void> {
-    return this.inner.close();
+  /** The keys of the calls of `op`, in order. */
+  keys(op: BucketCall["op"]): string[] {
+    return this.calls.filter((c) => c.op === op).map((c) => c.key);
   }
 }
 

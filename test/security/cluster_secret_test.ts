@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
 import { FakeClock } from "../bucket/fake_clock.ts";
-import { startMoto } from "../helpers/moto.ts";
+import { startMoto } from "../../src/testing/moto.ts";
 import { MemoryBucket } from "../../src/bucket/memory.ts";
 import { S3Bucket } from "../../src/bucket/s3.ts";
 import type { Bucket, CallOptions, PutOptions, StoredObject } from "../../src/bucket/bucket.ts";

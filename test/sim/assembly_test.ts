@@ -10,7 +10,8 @@
 import assert from "node:assert/strict";
 import { CLOSE_GRACE_MS, ExecutorPool } from "../../src/actors/executor_pool.ts";
 import { MemoryBucket } from "../../src/bucket/memory.ts";
-import type { Bucket, PutOptions } from "../../src/bucket/bucket.ts";
+import type { Bucket } from "../../src/bucket/bucket.ts";
+import { BucketView } from "../../src/bucket/bucket_view.ts";
 import { ClusterPlane } from "../../src/cluster/cluster_plane.ts";
 import { createLogger } from "../../src/log.ts";
 import { seededRandom } from "../../src/bucket/random.ts";
@@ -22,17 +23,10 @@ import { runSeed } from "../../sim/world.ts";
 
 /** A bucket whose writes land `delayMs` after they were sent, on `clock`. */
 function slowWrites(inner: Bucket, clock: Clock, delayMs: number): Bucket {
-  return {
-    get: (key, options) => inner.get(key, options),
-    head: (key, options) => inner.head(key, options),
-    list: (prefix, options) => inner.list(prefix, options),
-    delete: (key, options) => inner.delete(key, options),
-    put: async (key: string, body: Uint8Array, options?: PutOptions) => {
-      await clock.sleep(delayMs);
-      return await inner.put(key, body, options);
-    },
+  return new BucketView(inner, {
+    before: ({ op }) => op === "put" ? clock.sleep(delayMs) : undefined,
     close: () => Promise.resolve(),
-  };
+  });
 }
 
 Deno.test("sim: a clean stop in the simulator gives the executors the real pool's 19 s: three uploads of 4 s each land before it ends", async () => {

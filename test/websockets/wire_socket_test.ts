@@ -16,7 +16,7 @@ import { closePayload, encodeFrame, FrameReader, OPCODE } from "../../src/websoc
 import { acceptKeyOf } from "../../src/net/websocket_accept.ts";
 import type { SocketMessage } from "../../src/actors/protocol.ts";
 import { WireSocket } from "../../src/websockets/wire_socket.ts";
-import { writeAll } from "../helpers/loopback.ts";
+import { writeAll } from "../../src/testing/loopback.ts";
 
 const encoder = new TextEncoder();
 const KEY = "dGhlIHNhbXBsZSBub25jZQ==";

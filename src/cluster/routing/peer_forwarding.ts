@@ -101,6 +101,31 @@ export interface PeerForwardingOptions {
   answerTimeoutMs?: number;
   /** Signs an actors.call between nodes; unset or throwing: calls between nodes are stopped. */
   signCall?: CallSigner;
+  /** Told of each forward of a request, as it begins and ends (the simulator's bounds). */
+  observer?: ForwardObserver;
+  /**
+   * The simulator's planted `forward-resends` (sim/variants.ts): a request
+   * whose forward failed is sent once more, although it may have been
+   * written. Absent in `serve`.
+   */
+  resendFailed?: boolean;
+}
+
+/**
+ * The requests this node forwards, for whoever watches them (the
+ * simulator's invariants). Called synchronously, as it happens.
+ *
+ * @example
+ * ```ts
+ * import type { ForwardObserver } from "./peer_forwarding.ts";
+ * const observer: ForwardObserver = {
+ *   forwarding: (node, actor) => (outcome) => console.log(node, actor.name, outcome.kind),
+ * };
+ * ```
+ */
+export interface ForwardObserver {
+  /** A request for `actor` is forwarded to `node`; what it returns is told its outcome. */
+  forwarding?(node: string, actor: ActorKey): ((outcome: ForwardOutcome) => void) | void;
 }
 
 const EMPTY = new Uint8Array(0);
@@ -200,6 +225,23 @@ export class PeerForwarding {
     request: ActorRequest,
     signal?: AbortSignal,
     stream?: StreamedBody,
+  ): Promise<ForwardOutcome> {
+    const ended = this.#o.observer?.forwarding?.(node, actor);
+    let outcome = await this.#forward(address, node, actor, request, signal, stream);
+    if (this.#o.resendFailed && outcome.kind === "failed") {
+      outcome = await this.#forward(address, node, actor, request, signal, stream);
+    }
+    ended?.(outcome);
+    return outcome;
+  }
+
+  async #forward(
+    address: string,
+    node: string,
+    actor: ActorKey,
+    request: ActorRequest,
+    signal: AbortSignal | undefined,
+    stream: StreamedBody | undefined,
   ): Promise<ForwardOutcome> {
     const result = await this.#forwarderFor(address).forwardStreamed(address, {
       method: request.method,

@@ -87,6 +87,7 @@ export function actorPart(
     // both processes read).
     leaseValid,
     () => plane ? wallClockOf(clock, plane.lease.validUntil) : 0,
+    seams.observers?.host,
   );
   metrics.gauge(
     "wasmkeep_resident_actors",

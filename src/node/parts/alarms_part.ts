@@ -48,6 +48,7 @@ export function alarmsPart(
     retryMaxMs: options.alarmRetryMaxMs,
     onFired: (by) => counters.alarmFired(by),
     onRetry: () => counters.alarmRetried(),
+    observer: seams.observers?.alarmTimers,
   });
   const alarmSweep = new AlarmSweep({
     index: new AlarmIndex(store.bucket),

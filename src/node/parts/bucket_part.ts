@@ -47,6 +47,7 @@ export function bucketPart(input: NodeInput, seams: NodeSeams): BucketPart {
     nodeId: options.nodeId,
     processToken,
     log: seams.log,
+    observer: seams.observers?.ownership,
   });
   return { metrics, counters, bucket, processToken, ownership };
 }

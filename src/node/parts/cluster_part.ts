@@ -73,6 +73,8 @@ export function clusterPart(
         : undefined,
       connect: seams.connect,
       answerTimeoutMs: seams.planted?.answerTimeoutMs,
+      forwardObserver: seams.observers?.forwards,
+      resendFailedForwards: seams.planted?.resendForwards,
       holders: seams.planted?.holders?.(),
       plaintext: cluster.plaintext,
       version: VERSION,

@@ -37,7 +37,7 @@ export interface RoutingPart {
  */
 export function routingPart(
   input: NodeInput,
-  { clock, random, log }: NodeSeams,
+  { clock, random, log, observers }: NodeSeams,
   { store, bounds, cluster, actors, deploys }: {
     store: BucketPart;
     bounds: BoundsPart;
@@ -57,6 +57,7 @@ export function routingPart(
     maxWaitMs: input.options.cluster?.failoverWaitMs ?? 0,
     maxKept: Math.floor(admission.max / 4),
     count: (outcome) => counters.failoverWait(outcome),
+    observer: observers?.waits,
   });
   const routing = new RequestRouting({
     plane,

@@ -18,6 +18,7 @@ import type { NodeIdentity } from "../../security/node_identity.ts";
 import type { ClassCatalog } from "../../deploy/class_catalog.ts";
 import type { AppFollower } from "../../deploy/app_follower.ts";
 import type { SocketUpgrade } from "../../websockets/upgrade.ts";
+import type { NodeObservers } from "../observers.ts";
 import type { NodeOptions } from "../options.ts";
 import type { TakeRule } from "../policies.ts";
 import type { ClientListen } from "../listen.ts";
@@ -45,6 +46,8 @@ export interface NodeSeams {
   fileLimit?: number;
   /** This process's token in the bucket; by default 16 hex digits drawn from `random`. */
   processToken?: string;
+  /** Whoever watches the node's parts (the simulator), each part's observer given to it. */
+  observers?: NodeObservers;
   /**
    * Deliberately broken variants for the simulator (sim/variants.ts): each a
    * parameter the real code takes. Absent in `serve`.
@@ -66,6 +69,8 @@ export interface NodeSeams {
     socketsIgnoreMoves?: boolean;
     /** The alarm sweep's grace instead of the lease period plus grace. */
     alarmSweepGraceMs?: number;
+    /** A forward that failed is sent once more, although it may have been written. */
+    resendForwards?: boolean;
   };
 }
 

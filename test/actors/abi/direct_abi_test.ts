@@ -3,7 +3,7 @@ import { readCoreInterface } from "../../../src/actors/abi/core_signatures.ts";
 import { directBindingsProblem, instantiateDirect } from "../../../src/actors/abi/direct.ts";
 import type { ExecResult } from "../../../src/sqlite/actor_database.ts";
 import { loadComponent } from "../../../src/actors/component.ts";
-import { COUNTER_WASM, KV_WASM, ROOT, TESTBED_WASM } from "../../helpers/node_process.ts";
+import { COUNTER_WASM, KV_WASM, ROOT, TESTBED_WASM } from "../../../src/testing/node_process.ts";
 
 Deno.test("core signatures are read from a module's binary", async () => {
   const core = readCoreInterface(

@@ -11,7 +11,7 @@ import { Connection } from "../../../src/net/h1/connection.ts";
 import { DeadlineQueue } from "../../../src/net/deadlines.ts";
 import { type H1ServerOptions, serveHttp1 } from "../../../src/net/h1/server.ts";
 import { systemClock } from "../../../src/time/clock.ts";
-import { readExactly, tcpPair, writeAll } from "../../helpers/loopback.ts";
+import { readExactly, tcpPair, writeAll } from "../../../src/testing/loopback.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();

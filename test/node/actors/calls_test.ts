@@ -6,8 +6,8 @@
  */
 
 import assert from "node:assert/strict";
-import { TESTBED_WASM, withNode } from "../../helpers/node_process.ts";
-import { request } from "../../helpers/cluster.ts";
+import { TESTBED_WASM, withNode } from "../../../src/testing/node_process.ts";
+import { request } from "../../../src/testing/cluster.ts";
 
 /** Two classes of the testbed, one internal; one executor, so callers and callees share it. */
 const ARGS = [

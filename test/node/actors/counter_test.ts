@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { COUNTER_WASM, startNode, withNode } from "../../helpers/node_process.ts";
+import { COUNTER_WASM, startNode, withNode } from "../../../src/testing/node_process.ts";
 
 Deno.test("the counter counts, names the node, and keeps its count across a restart", async () => {
   const dataDir = await Deno.makeTempDir();

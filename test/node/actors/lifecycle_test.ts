@@ -6,7 +6,7 @@ import {
   startNode,
   TESTBED_WASM,
   withNode,
-} from "../../helpers/node_process.ts";
+} from "../../../src/testing/node_process.ts";
 
 async function text(response: Response): Promise<string> {
   return (await response.text()).trim();

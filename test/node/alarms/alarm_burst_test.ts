@@ -6,8 +6,13 @@
  */
 
 import assert from "node:assert/strict";
-import { request, scratchDir, startClusterNode } from "../../helpers/cluster.ts";
-import { metric, type NodeProcess, peakRss, TESTBED_WASM } from "../../helpers/node_process.ts";
+import { request, scratchDir, startClusterNode } from "../../../src/testing/cluster.ts";
+import {
+  metric,
+  type NodeProcess,
+  peakRss,
+  TESTBED_WASM,
+} from "../../../src/testing/node_process.ts";
 import { until } from "../../helpers/until.ts";
 import { FileBucket } from "../../../src/bucket/file.ts";
 

@@ -6,9 +6,9 @@
  */
 
 import assert from "node:assert/strict";
-import { request, scratchDir, startClusterNode } from "../../helpers/cluster.ts";
-import { startMoto } from "../../helpers/moto.ts";
-import { metric, type NodeProcess, TESTBED_WASM } from "../../helpers/node_process.ts";
+import { request, scratchDir, startClusterNode } from "../../../src/testing/cluster.ts";
+import { startMoto } from "../../../src/testing/moto.ts";
+import { metric, type NodeProcess, TESTBED_WASM } from "../../../src/testing/node_process.ts";
 import { until } from "../../helpers/until.ts";
 import { leaseTiming } from "../../../src/cluster/lease_timing.ts";
 import { ALARM_SWEEP_MS } from "../../../src/limits.ts";

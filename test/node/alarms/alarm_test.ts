@@ -6,7 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import { metric, startNode, TESTBED_WASM, withNode } from "../../helpers/node_process.ts";
+import { metric, startNode, TESTBED_WASM, withNode } from "../../../src/testing/node_process.ts";
 import { until } from "../../helpers/until.ts";
 import { FileBucket } from "../../../src/bucket/file.ts";
 import { listAll } from "../../../src/bucket/bucket.ts";

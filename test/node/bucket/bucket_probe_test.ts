@@ -2,8 +2,8 @@ import assert from "node:assert/strict";
 import { runCli } from "../../../cli/main.ts";
 import { createLogger } from "../../../src/log.ts";
 import { CarelessBucket } from "../../helpers/careless_bucket.ts";
-import { COUNTER_WASM, startNode } from "../../helpers/node_process.ts";
-import { startMoto } from "../../helpers/moto.ts";
+import { COUNTER_WASM, startNode } from "../../../src/testing/node_process.ts";
+import { startMoto } from "../../../src/testing/moto.ts";
 
 Deno.test("serve exits with the probe's message on a store that ignores conditions", async () => {
   const dataDir = await Deno.makeTempDir();

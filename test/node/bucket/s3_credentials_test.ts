@@ -9,8 +9,8 @@
  */
 
 import assert from "node:assert/strict";
-import { COUNTER_WASM, ROOT } from "../../helpers/node_process.ts";
-import { startMoto } from "../../helpers/moto.ts";
+import { COUNTER_WASM, ROOT } from "../../../src/testing/node_process.ts";
+import { startMoto } from "../../../src/testing/moto.ts";
 import { until } from "../../helpers/until.ts";
 
 const MAIN = `${ROOT}main.ts`;

@@ -16,9 +16,9 @@
 
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { TESTBED_WASM } from "../../helpers/node_process.ts";
-import { scratchDir } from "../../helpers/cluster.ts";
-import { startMoto } from "../../helpers/moto.ts";
+import { TESTBED_WASM } from "../../../src/testing/node_process.ts";
+import { scratchDir } from "../../../src/testing/cluster.ts";
+import { startMoto } from "../../../src/testing/moto.ts";
 import { runLtxVerify } from "../../helpers/ltx_verify.ts";
 import { checkHistory, type HistoryReport } from "../../helpers/ltx_history.ts";
 import {

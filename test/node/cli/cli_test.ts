@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { COUNTER_WASM, ROOT, runWasmkeep } from "../../helpers/node_process.ts";
+import { COUNTER_WASM, ROOT, runWasmkeep } from "../../../src/testing/node_process.ts";
 
 Deno.test("usage errors exit 2 naming the flag", async () => {
   for (

@@ -11,7 +11,7 @@ import { FileBucket } from "../../../src/bucket/file.ts";
 import { MemoryBucket } from "../../../src/bucket/memory.ts";
 import { encodeHeartbeat, type Heartbeat } from "../../../src/cluster/heartbeat.ts";
 import { clusterStatus, type ClusterStatusReport } from "../../../src/cluster/status_report.ts";
-import { COUNTER_WASM, ROOT, runWasmkeep, startNode } from "../../helpers/node_process.ts";
+import { COUNTER_WASM, ROOT, runWasmkeep, startNode } from "../../../src/testing/node_process.ts";
 
 const MOD_URL = new URL("../../../mod.ts", import.meta.url).href;
 const NOW = 1_790_000_000_000;

@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { runWasmkeep } from "../../helpers/node_process.ts";
+import { runWasmkeep } from "../../../src/testing/node_process.ts";
 
 Deno.test("cluster status, fence and forget refuse a file:// bucket folder that does not exist, naming --bucket", async () => {
   const dir = await Deno.makeTempDir({ prefix: "wk-bucket-missing-" });

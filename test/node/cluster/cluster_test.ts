@@ -4,10 +4,15 @@
  */
 
 import assert from "node:assert/strict";
-import { COUNTER_WASM, metric } from "../../helpers/node_process.ts";
-import { startMoto } from "../../helpers/moto.ts";
-import { clusterStatus, request, scratchDir, startClusterNode } from "../../helpers/cluster.ts";
-import { startNode } from "../../helpers/node_process.ts";
+import { COUNTER_WASM, metric } from "../../../src/testing/node_process.ts";
+import { startMoto } from "../../../src/testing/moto.ts";
+import {
+  clusterStatus,
+  request,
+  scratchDir,
+  startClusterNode,
+} from "../../../src/testing/cluster.ts";
+import { startNode } from "../../../src/testing/node_process.ts";
 
 const COUNTER = ["--actor", `counter=${COUNTER_WASM}`];
 

@@ -6,9 +6,9 @@
  */
 
 import assert from "node:assert/strict";
-import { metric, TESTBED_WASM } from "../../helpers/node_process.ts";
-import { request, scratchDir, startClusterNode } from "../../helpers/cluster.ts";
-import { startMoto } from "../../helpers/moto.ts";
+import { metric, TESTBED_WASM } from "../../../src/testing/node_process.ts";
+import { request, scratchDir, startClusterNode } from "../../../src/testing/cluster.ts";
+import { startMoto } from "../../../src/testing/moto.ts";
 
 const TESTBED = ["--actor", `testbed=${TESTBED_WASM}`];
 

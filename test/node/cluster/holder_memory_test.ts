@@ -8,8 +8,8 @@
  */
 
 import assert from "node:assert/strict";
-import { type NodeProcess, TESTBED_WASM } from "../../helpers/node_process.ts";
-import { request, scratchDir, startClusterNode } from "../../helpers/cluster.ts";
+import { type NodeProcess, TESTBED_WASM } from "../../../src/testing/node_process.ts";
+import { request, scratchDir, startClusterNode } from "../../../src/testing/cluster.ts";
 import {
   countingBucketArgs,
   OWNER_READS_FILE_VARIABLE,

@@ -5,9 +5,9 @@
  */
 
 import assert from "node:assert/strict";
-import { COUNTER_WASM } from "../../helpers/node_process.ts";
-import { request, scratchDir, startClusterNode } from "../../helpers/cluster.ts";
-import { startMoto } from "../../helpers/moto.ts";
+import { COUNTER_WASM } from "../../../src/testing/node_process.ts";
+import { request, scratchDir, startClusterNode } from "../../../src/testing/cluster.ts";
+import { startMoto } from "../../../src/testing/moto.ts";
 import { FileBucket } from "../../../src/bucket/file.ts";
 import { S3Bucket } from "../../../src/bucket/s3.ts";
 import { systemClock, systemRandom } from "../../../src/time/clock.ts";

@@ -10,14 +10,14 @@ import {
   runWasmkeep,
   startNode,
   TESTBED_WASM,
-} from "../../helpers/node_process.ts";
+} from "../../../src/testing/node_process.ts";
 import {
   clusterStatus,
   nodeFlags,
   request,
   scratchDir,
   startTlsClusterNode,
-} from "../../helpers/cluster.ts";
+} from "../../../src/testing/cluster.ts";
 import { FileBucket } from "../../../src/bucket/file.ts";
 import { decodeHeartbeat, encodeHeartbeat } from "../../../src/cluster/heartbeat.ts";
 import { createNodeIdentity } from "../../../src/security/node_identity.ts";

@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { COUNTER_WASM, runWasmkeep } from "../../helpers/node_process.ts";
+import { COUNTER_WASM, runWasmkeep } from "../../../src/testing/node_process.ts";
 
 const RULE =
   "must match [a-z][a-z0-9-]{0,63} (a lower-case letter, then lower-case letters, digits or '-')";

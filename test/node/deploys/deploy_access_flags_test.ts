@@ -7,8 +7,8 @@
  */
 
 import assert from "node:assert/strict";
-import { request, scratchDir, startClusterNode } from "../../helpers/cluster.ts";
-import { runWasmkeep, TESTBED_WASM } from "../../helpers/node_process.ts";
+import { request, scratchDir, startClusterNode } from "../../../src/testing/cluster.ts";
+import { runWasmkeep, TESTBED_WASM } from "../../../src/testing/node_process.ts";
 import { until } from "../../helpers/until.ts";
 import { APP_POLL_MS } from "../../../src/limits.ts";
 

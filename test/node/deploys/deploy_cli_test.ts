@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { openBucket } from "../../../src/bucket/open.ts";
 import { readCurrent } from "../../../src/deploy/app_objects.ts";
-import { COUNTER_WASM, KV_WASM, runWasmkeep } from "../../helpers/node_process.ts";
+import { COUNTER_WASM, KV_WASM, runWasmkeep } from "../../../src/testing/node_process.ts";
 import { onBucket } from "../../helpers/bucket_target.ts";
 import { snapshot } from "../../deploy/hooked_bucket.ts";
 

@@ -9,8 +9,8 @@
 
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { request, scratchDir, startClusterNode } from "../../helpers/cluster.ts";
-import { runWasmkeep, TESTBED_WASM } from "../../helpers/node_process.ts";
+import { request, scratchDir, startClusterNode } from "../../../src/testing/cluster.ts";
+import { runWasmkeep, TESTBED_WASM } from "../../../src/testing/node_process.ts";
 import { openBucket } from "../../../src/bucket/open.ts";
 import { appCurrentKey } from "../../../src/bucket/keys.ts";
 import { readCurrent, readVersion } from "../../../src/deploy/app_objects.ts";

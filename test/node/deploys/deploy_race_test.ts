@@ -26,7 +26,7 @@ import { appPrefix } from "../../../src/bucket/keys.ts";
 import { openBucket } from "../../../src/bucket/open.ts";
 import { readCurrent, readVersion } from "../../../src/deploy/app_objects.ts";
 import { type AppVersion, componentHash } from "../../../src/deploy/manifest.ts";
-import { runWasmkeep, TESTBED_V2_WASM, TESTBED_WASM } from "../../helpers/node_process.ts";
+import { runWasmkeep, TESTBED_V2_WASM, TESTBED_WASM } from "../../../src/testing/node_process.ts";
 import { type BucketTarget, onBucket } from "../../helpers/bucket_target.ts";
 
 const SHOP = { tenant: "acme", app: "shop" };

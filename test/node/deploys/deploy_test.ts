@@ -8,10 +8,15 @@
  */
 
 import assert from "node:assert/strict";
-import { clusterStatus, request, scratchDir, startClusterNode } from "../../helpers/cluster.ts";
-import { startMoto } from "../../helpers/moto.ts";
+import {
+  clusterStatus,
+  request,
+  scratchDir,
+  startClusterNode,
+} from "../../../src/testing/cluster.ts";
+import { startMoto } from "../../../src/testing/moto.ts";
 import { onBucket } from "../../helpers/bucket_target.ts";
-import { startCountingProxy } from "../../helpers/counting_proxy.ts";
+import { startCountingProxy } from "../../../src/testing/counting_proxy.ts";
 import {
   GREETER_WASM,
   metric,
@@ -19,7 +24,7 @@ import {
   runWasmkeep,
   TESTBED_V2_WASM,
   TESTBED_WASM,
-} from "../../helpers/node_process.ts";
+} from "../../../src/testing/node_process.ts";
 import { until } from "../../helpers/until.ts";
 import { openSocket } from "../../helpers/websocket_client.ts";
 import { openBucket } from "../../../src/bucket/open.ts";

@@ -5,8 +5,8 @@
  */
 
 import assert from "node:assert/strict";
-import { request, scratchDir } from "../../helpers/cluster.ts";
-import { runWasmkeep, startNode, TESTBED_WASM } from "../../helpers/node_process.ts";
+import { request, scratchDir } from "../../../src/testing/cluster.ts";
+import { runWasmkeep, startNode, TESTBED_WASM } from "../../../src/testing/node_process.ts";
 import { until } from "../../helpers/until.ts";
 import { APP_POLL_MS } from "../../../src/limits.ts";
 

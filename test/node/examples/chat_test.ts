@@ -8,9 +8,9 @@
 
 import assert from "node:assert/strict";
 import { openSocket, type TestSocket } from "../../helpers/websocket_client.ts";
-import { scratchDir, startClusterNode } from "../../helpers/cluster.ts";
-import { startMoto } from "../../helpers/moto.ts";
-import { CHAT_WASM, metric } from "../../helpers/node_process.ts";
+import { scratchDir, startClusterNode } from "../../../src/testing/cluster.ts";
+import { startMoto } from "../../../src/testing/moto.ts";
+import { CHAT_WASM, metric } from "../../../src/testing/node_process.ts";
 import { until } from "../../helpers/until.ts";
 
 const CHAT = ["--actor", `chat=${CHAT_WASM}`];

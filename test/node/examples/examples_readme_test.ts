@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { ROOT, runWasmkeep } from "../../helpers/node_process.ts";
+import { ROOT, runWasmkeep } from "../../../src/testing/node_process.ts";
 
 const EXAMPLES = `${ROOT}examples`;
 

@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { GREETER_WASM, withNode } from "../../helpers/node_process.ts";
+import { GREETER_WASM, withNode } from "../../../src/testing/node_process.ts";
 
 const GREETER = ["--actor", `greeter=${GREETER_WASM}`];
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { KV_WASM, withNode } from "../../helpers/node_process.ts";
+import { KV_WASM, withNode } from "../../../src/testing/node_process.ts";
 
 async function text(response: Response): Promise<string> {
   return await response.text();

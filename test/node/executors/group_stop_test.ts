@@ -12,8 +12,8 @@ import {
   type NodeProcess,
   startNode,
   TESTBED_WASM,
-} from "../../helpers/node_process.ts";
-import { nodeFlags, scratchDir } from "../../helpers/cluster.ts";
+} from "../../../src/testing/node_process.ts";
+import { nodeFlags, scratchDir } from "../../../src/testing/cluster.ts";
 import { exists } from "../../helpers/exists.ts";
 import { processState } from "../../../src/os/process_alive.ts";
 

@@ -8,7 +8,7 @@
  */
 
 import assert from "node:assert/strict";
-import { COUNTER_WASM, withNode } from "../../helpers/node_process.ts";
+import { COUNTER_WASM, withNode } from "../../../src/testing/node_process.ts";
 
 /**
  * The bound of the issue, 150 MB, in the KiB of `/proc`. Measured at about

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { shardOf } from "../../../src/actors/executor_pool.ts";
-import { processTreeCpuTicks, TESTBED_WASM, withNode } from "../../helpers/node_process.ts";
+import { processTreeCpuTicks, TESTBED_WASM, withNode } from "../../../src/testing/node_process.ts";
 
 function nameOnShard(shard: number, prefix: string): string {
   for (let i = 0;; i++) {

@@ -6,14 +6,14 @@
  */
 
 import assert from "node:assert/strict";
-import { COUNTER_WASM, type NodeProcess, startNode } from "../../helpers/node_process.ts";
-import { scratchDir } from "../../helpers/cluster.ts";
+import { COUNTER_WASM, type NodeProcess, startNode } from "../../../src/testing/node_process.ts";
+import { scratchDir } from "../../../src/testing/cluster.ts";
 import { type Answer, header, readAnswer, writeAll } from "../../http/tls_test_helpers.ts";
 import { FileBucket } from "../../../src/bucket/file.ts";
 import { decodeHeartbeat, encodeHeartbeat } from "../../../src/cluster/heartbeat.ts";
 import { type ByteConn, tlsConnector } from "../../../src/http/tls_connect.ts";
 import { createNodeIdentity } from "../../../src/security/node_identity.ts";
-import { freePort } from "../../helpers/loopback.ts";
+import { freePort } from "../../../src/testing/loopback.ts";
 
 const BAD_HOST = "bad request: the Host header is not a valid host[:port]\n";
 const BAD_TARGET = "bad request: the request target's authority is not a valid host[:port]\n";

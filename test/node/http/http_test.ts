@@ -1,5 +1,10 @@
 import assert from "node:assert/strict";
-import { COUNTER_WASM, startNode, TESTBED_WASM, withNode } from "../../helpers/node_process.ts";
+import {
+  COUNTER_WASM,
+  startNode,
+  TESTBED_WASM,
+  withNode,
+} from "../../../src/testing/node_process.ts";
 
 async function oneLine(response: Response): Promise<string> {
   const body = await response.text();

@@ -6,8 +6,13 @@
  */
 
 import assert from "node:assert/strict";
-import { COUNTER_WASM, KV_WASM, type NodeProcess, startNode } from "../../helpers/node_process.ts";
-import { scratchDir } from "../../helpers/cluster.ts";
+import {
+  COUNTER_WASM,
+  KV_WASM,
+  type NodeProcess,
+  startNode,
+} from "../../../src/testing/node_process.ts";
+import { scratchDir } from "../../../src/testing/cluster.ts";
 import { WAIT_OUTCOMES } from "../../../src/cluster/failover_wait.ts";
 import { REFUSAL_REASONS } from "../../../src/http/cluster_listener.ts";
 import { EVENT_STATUS_CLASSES, REPLICATION_COUNTERS } from "../../../src/metrics/node_counters.ts";

@@ -5,8 +5,8 @@
  */
 
 import assert from "node:assert/strict";
-import { COUNTER_WASM } from "../../helpers/node_process.ts";
-import { request, scratchDir, startClusterNode } from "../../helpers/cluster.ts";
+import { COUNTER_WASM } from "../../../src/testing/node_process.ts";
+import { request, scratchDir, startClusterNode } from "../../../src/testing/cluster.ts";
 
 const COUNTER = ["--actor", `counter=${COUNTER_WASM}`];
 const LEGACY_LINE = "request.signal aborts on successful responses";

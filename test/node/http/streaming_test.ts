@@ -8,8 +8,8 @@
  */
 
 import assert from "node:assert/strict";
-import { type NodeProcess, TESTBED_WASM } from "../../helpers/node_process.ts";
-import { scratchDir, startClusterNode, startTlsClusterNode } from "../../helpers/cluster.ts";
+import { type NodeProcess, TESTBED_WASM } from "../../../src/testing/node_process.ts";
+import { scratchDir, startClusterNode, startTlsClusterNode } from "../../../src/testing/cluster.ts";
 
 const TESTBED = ["--actor", `testbed=${TESTBED_WASM}`];
 const MAX_BODY = 20 * 1024 * 1024;

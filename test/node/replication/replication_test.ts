@@ -5,9 +5,14 @@
 
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { metric, type NodeProcess, startNode, TESTBED_WASM } from "../../helpers/node_process.ts";
-import { startMoto } from "../../helpers/moto.ts";
-import { scratchDir, startClusterNode } from "../../helpers/cluster.ts";
+import {
+  metric,
+  type NodeProcess,
+  startNode,
+  TESTBED_WASM,
+} from "../../../src/testing/node_process.ts";
+import { startMoto } from "../../../src/testing/moto.ts";
+import { scratchDir, startClusterNode } from "../../../src/testing/cluster.ts";
 import { verifyLtxChainBytes } from "../../helpers/ltx_verify.ts";
 import { FileBucket } from "../../../src/bucket/file.ts";
 import { type Bucket, listAll } from "../../../src/bucket/bucket.ts";

@@ -5,7 +5,12 @@
 
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { metric, type NodeProcess, startNode, TESTBED_WASM } from "../../helpers/node_process.ts";
+import {
+  metric,
+  type NodeProcess,
+  startNode,
+  TESTBED_WASM,
+} from "../../../src/testing/node_process.ts";
 import { FileBucket } from "../../../src/bucket/file.ts";
 import { listAll } from "../../../src/bucket/bucket.ts";
 

@@ -11,8 +11,8 @@ import assert from "node:assert/strict";
 import { openSocket } from "../../helpers/websocket_client.ts";
 import { FileBucket } from "../../../src/bucket/file.ts";
 import { decodeOwnerRecord, type OwnerRecord } from "../../../src/cluster/ownership.ts";
-import { scratchDir, startClusterNode } from "../../helpers/cluster.ts";
-import { metric, type NodeProcess, TESTBED_WASM } from "../../helpers/node_process.ts";
+import { scratchDir, startClusterNode } from "../../../src/testing/cluster.ts";
+import { metric, type NodeProcess, TESTBED_WASM } from "../../../src/testing/node_process.ts";
 import { until } from "../../helpers/until.ts";
 
 const ACTORS = ["--actor", `testbed=${TESTBED_WASM}`];

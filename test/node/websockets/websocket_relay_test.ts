@@ -8,8 +8,8 @@
 
 import assert from "node:assert/strict";
 import { openSocket } from "../../helpers/websocket_client.ts";
-import { scratchDir, startClusterNode, startTlsClusterNode } from "../../helpers/cluster.ts";
-import { metric, runWasmkeep, TESTBED_WASM } from "../../helpers/node_process.ts";
+import { scratchDir, startClusterNode, startTlsClusterNode } from "../../../src/testing/cluster.ts";
+import { metric, runWasmkeep, TESTBED_WASM } from "../../../src/testing/node_process.ts";
 
 const TESTBED = ["--actor", `testbed=${TESTBED_WASM}`];
 

@@ -7,8 +7,8 @@
 
 import assert from "node:assert/strict";
 import { type Closed, openSocket } from "../../helpers/websocket_client.ts";
-import { metric, peakRss, TESTBED_WASM, withNode } from "../../helpers/node_process.ts";
-import { scratchDir, startClusterNode } from "../../helpers/cluster.ts";
+import { metric, peakRss, TESTBED_WASM, withNode } from "../../../src/testing/node_process.ts";
+import { scratchDir, startClusterNode } from "../../../src/testing/cluster.ts";
 import { bucketOpenImportMap } from "../../helpers/bucket_open_map.ts";
 import { encodeFrame, FrameReader, OPCODE, readClose } from "../../../src/websockets/frames.ts";
 import { SLOW_PUT_FILE_VARIABLE } from "../../helpers/slow_bucket_open.ts";

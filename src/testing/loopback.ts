@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { ByteConn } from "../../src/net/h1/connection.ts";
+import type { ByteConn } from "../net/h1/connection.ts";
 
 /** A port free now on loopback. */
 export function freePort(): number {
@@ -39,4 +39,4 @@ export async function readExactly(conn: ByteConn, size: number): Promise<Uint8Ar
 }
 
 /** Writes all of `bytes`, however the connection splits them (the node's own). */
-export { writeAll } from "../../src/net/h1/connection.ts";
+export { writeAll } from "../net/h1/connection.ts";
