@@ -12,8 +12,8 @@
  * `wasmkeep cluster status --json` prints):
  *
  * @example Embedding a node
- * ```ts ignore
- * import { NODE_DEFAULTS, WasmKeepNode } from "jsr:@wasmkeep/cli";
+ * ```ts
+ * import { NODE_DEFAULTS, WasmKeepNode } from "./mod.ts";
  * const node = await WasmKeepNode.start({
  *   ...NODE_DEFAULTS,
  *   nodeId: "a",
@@ -27,15 +27,15 @@
  * ```
  *
  * @example Reading a cluster's state
- * ```ts ignore
- * import { clusterStatus } from "jsr:@wasmkeep/cli";
+ * ```ts
+ * import { clusterStatus } from "./mod.ts";
  * const report = await clusterStatus({ bucket: "file://.wasmkeep/bucket" });
  * console.log(report.summary.live, report.warnings);
  * ```
  *
  * @example Deploying an app from a script (what `wasmkeep deploy` does)
- * ```ts ignore
- * import { deploy, openBucket } from "jsr:@wasmkeep/cli";
+ * ```ts
+ * import { deploy, openBucket } from "./mod.ts";
  * const bucket = openBucket("file://.wasmkeep/bucket");
  * const outcome = await deploy(bucket, { tenant: "acme", app: "shop" }, {
  *   actors: { counter: "counter.wasm" },

@@ -239,7 +239,8 @@ async function statusOutput(
  * Throws {@linkcode UsageError} (exit 2).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { clusterCommand } from "./cluster.ts";
  * Deno.exit(await clusterCommand(["status", "--bucket", "file://.wasmkeep/bucket"]));
  * ```
  */

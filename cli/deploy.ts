@@ -305,7 +305,8 @@ function reportRetention(outcome: DeployOutcome, io: DeployIo): void {
  * {@linkcode UsageError} (exit 2).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { deployCommand } from "./deploy.ts";
  * Deno.exit(await deployCommand(["--app", "acme/shop", "--bucket", "file://.wasmkeep/bucket",
  *   "--actor", "counter=examples/counter/counter.wasm"]));
  * ```

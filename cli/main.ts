@@ -45,7 +45,8 @@ const COMMAND_HELP: Record<string, string> = {
  * log or bucket (tests).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { runCli } from "./main.ts";
  * Deno.exit(await runCli(Deno.args));
  * ```
  */

@@ -560,7 +560,8 @@ export function serveOptions(args: string[]): NodeOptions | "help" {
  * Runs `wasmkeep serve` until a stop signal; returns the exit status.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { serveCommand } from "./serve.ts";
  * Deno.exit(await serveCommand(["--actor", "counter=examples/counter/counter.wasm"]));
  * ```
  */

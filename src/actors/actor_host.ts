@@ -90,8 +90,11 @@ export const HIBERNATION_SWEEP_MS = 1000;
  * Queues events per actor and keeps the resident set bounded.
  *
  * @example
- * ```ts ignore
- * const host = new ActorHost(pool, limits, systemClock, log);
+ * ```ts
+ * import type { ActorHost } from "./actor_host.ts";
+ * import type { ActorRequest } from "./protocol.ts";
+ * declare const host: ActorHost;
+ * declare const request: ActorRequest;
  * const outcome = await host.dispatch({ tenant: "default", class: "counter", name: "a" }, request);
  * ```
  */

@@ -151,7 +151,8 @@ async function writeCache(
  * from the bucket then).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { cachedComponent } from "./component.ts";
  * const cached = await cachedComponent("counter", "ab12...", "components", ".wasmkeep/cache");
  * ```
  */
@@ -171,7 +172,8 @@ export async function cachedComponent(
  * `className`, using and filling the cache in `cacheDir`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { loadComponent } from "./component.ts";
  * const counter = await loadComponent("counter", "examples/counter/counter.wasm", ".wasmkeep/cache");
  * ```
  */
@@ -202,7 +204,8 @@ export async function loadComponent(
  * the bucket object a deployed version names).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { componentFromBytes } from "./component.ts";
  * const bytes = await Deno.readFile("examples/counter/counter.wasm");
  * const counter = await componentFromBytes("counter", "counter.wasm", bytes, ".wasmkeep/cache");
  * ```
@@ -245,7 +248,8 @@ const ABANDONED_WRITE_MS = 3_600_000;
  * that cannot be deleted stays, for the next time.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { pruneComponentCache } from "./component.ts";
  * await pruneComponentCache(".wasmkeep/data/cache/components", ["ab12..."]);
  * ```
  */

@@ -104,7 +104,8 @@ export type Transpiled =
  * `wasmkeep:actor/actor`, in this thread.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { transpileComponent } from "./component_transpile.ts";
  * const made = await transpileComponent(await Deno.readFile("counter.wasm"));
  * if (!made.ok) console.log(made.problem);
  * ```

@@ -60,9 +60,12 @@ export type ExecutorCommand = (socketPath: string) => { program: string; args: s
  * executor module), each connecting to a Unix socket of its own.
  *
  * @example
- * ```ts ignore
- * const launcher = new ProcessLauncher(log);
- * const channel = launcher.launch(0, { onMessage, onExit });
+ * ```ts
+ * import { type ExecutorHandlers, ProcessLauncher } from "./executor_launcher.ts";
+ * import { createLogger } from "../log.ts";
+ * declare const handlers: ExecutorHandlers;
+ * const launcher = new ProcessLauncher(createLogger());
+ * const channel = launcher.launch(0, handlers);
  * ```
  */
 export class ProcessLauncher implements ExecutorLauncher {

@@ -18,8 +18,10 @@ const SOCKET_DIR = /^wasmkeep-(\d+)-[^/]+$/;
  * that are gone (killed before their stop could remove them).
  *
  * @example
- * ```ts ignore
- * const dir = makeSocketDir(log);
+ * ```ts
+ * import { makeSocketDir } from "./executor_sockets.ts";
+ * import { createLogger } from "../log.ts";
+ * const dir = makeSocketDir(createLogger());
  * ```
  */
 export function makeSocketDir(log: Logger): string {

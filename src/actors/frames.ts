@@ -52,7 +52,9 @@ export type FrameBatching = "microtask" | "turn";
  * buffers are reused.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { FrameSender } from "./frames.ts";
+ * declare const conn: Deno.Conn;
  * const sender = new FrameSender(conn);
  * sender.send({ type: "ready" });
  * ```
@@ -140,7 +142,9 @@ const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
  * is handed over at once (one promise, not an async generator's several).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { readFrames } from "./frames.ts";
+ * declare const conn: Deno.Conn;
  * for await (const message of readFrames(conn)) console.log(message);
  * ```
  */

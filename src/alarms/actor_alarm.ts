@@ -25,7 +25,10 @@ export const MAX_ALARM_DUE_MS = 999_999_999_999_999;
  * The alarm stored in `db`, if any.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { storedAlarm } from "./actor_alarm.ts";
+ * import type { ActorDatabase } from "../sqlite/actor_database.ts";
+ * declare const db: ActorDatabase;
  * const due = storedAlarm(db); // 1700000000000, or undefined
  * ```
  */

@@ -47,7 +47,17 @@ export interface AlarmSweepOptions {
  * The sweep, run as a lease duty or on its own.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { AlarmSweep } from "./alarm_sweep.ts";
+ * import type { AlarmIndex } from "./alarm_index.ts";
+ * import type { AlarmTimers } from "./alarm_timers.ts";
+ * import type { LeaseDuties } from "../cluster/duties/scheduler.ts";
+ * import { systemClock as clock } from "../time/clock.ts";
+ * import { createLogger } from "../log.ts";
+ * declare const index: AlarmIndex;
+ * declare const timers: AlarmTimers;
+ * declare const duties: LeaseDuties;
+ * const log = createLogger();
  * const sweep = new AlarmSweep({ index, timers, clock, log, tenants: () => ["default"], graceMs: 15_000 });
  * duties.add(sweep.duty());
  * ```

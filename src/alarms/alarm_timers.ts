@@ -94,9 +94,15 @@ interface Armed {
  * Armed alarms, fired on one timer.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { AlarmTimers } from "./alarm_timers.ts";
+ * import type { RequestRouting } from "../cluster/routing/request_routing.ts";
+ * import { systemClock as clock } from "../time/clock.ts";
+ * import { createLogger } from "../log.ts";
+ * declare const routing: RequestRouting;
+ * const log = createLogger();
  * const timers = new AlarmTimers({ clock, log, fire: (key, due) => routing.routeAlarm(key, due) });
- * timers.seen(key, Date.now() + 1_000); // an event ended with this alarm
+ * timers.seen({ tenant: "default", class: "counter", name: "a" }, Date.now() + 1_000); // an event ended with this alarm
  * ```
  */
 export class AlarmTimers {

@@ -46,7 +46,9 @@ export interface FileLeftovers {
  * memory is bounded by the folders' depth, not their size.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { removeFileLeftovers } from "./file_leftovers.ts";
+ * import { systemClock } from "../time/clock.ts";
  * const { temps, locks } = await removeFileLeftovers("/var/lib/wasmkeep/bucket", systemClock);
  * ```
  */

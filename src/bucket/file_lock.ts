@@ -65,9 +65,16 @@ export interface LockContext {
  * when the lock's folder does not exist.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { LOCK_SUFFIX, takeLock } from "./file_lock.ts";
+ * import { systemClock as clock, systemRandom as random } from "../time/clock.ts";
+ * declare const path: string;
  * const unlock = await takeLock(`${path}${LOCK_SUFFIX}`, { clock, random });
- * try { ... } finally { await unlock(); }
+ * try {
+ *   // … change the file under the lock …
+ * } finally {
+ *   await unlock();
+ * }
  * ```
  */
 export async function takeLock(
@@ -101,7 +108,10 @@ export async function takeLock(
  * removed the lock.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { breakLock } from "./file_lock.ts";
+ * import { systemClock } from "../time/clock.ts";
+ * declare const lockPath: string;
  * const seen = await Deno.stat(lockPath);
  * await breakLock(lockPath, seen, systemClock);
  * ```
@@ -137,7 +147,9 @@ export async function breakLock(
  * written or of an older version (empty).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { lockHolder } from "./file_lock.ts";
+ * declare const lockPath: string;
  * const pid = await lockHolder(lockPath);
  * ```
  */

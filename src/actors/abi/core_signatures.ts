@@ -77,7 +77,8 @@ class Reader {
  * is simply not given the direct bindings.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { readCoreInterface } from "./core_signatures.ts";
  * const shape = readCoreInterface(await Deno.readFile("actor.core.wasm"));
  * shape.exportedFunctions.get("on-init"); // "() -> (i32)"
  * ```

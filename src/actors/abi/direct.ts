@@ -61,7 +61,10 @@ const POST_RETURNS: ReadonlyMap<string, CoreSignature> = new Map([
  * Why a module cannot take the direct bindings, or `undefined` when it can.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { directBindingsProblem } from "./direct.ts";
+ * import { readCoreInterface } from "./core_signatures.ts";
+ * declare const bytes: Uint8Array;
  * directBindingsProblem(readCoreInterface(bytes)); // undefined for the examples
  * ```
  */
@@ -666,7 +669,12 @@ function unitResultOf(
  * Instantiates an actor's main core module with the direct bindings.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { type ActorImports, instantiateDirect } from "./direct.ts";
+ * import type { ActorRequest } from "../protocol.ts";
+ * declare const module: WebAssembly.Module;
+ * declare const imports: ActorImports;
+ * declare const request: ActorRequest;
  * const actor = instantiateDirect(module, imports);
  * await actor.onInit();
  * const response = await actor.onRequest(request);
