@@ -110,9 +110,14 @@ export function heartbeatFrees(
  * The cluster side of a node.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { ClusterPlane, type ClusterPlaneOptions } from "./cluster_plane.ts";
+ * import type { ActorHost } from "../actors/actor_host.ts";
+ * declare const options: ClusterPlaneOptions;
+ * declare const host: ActorHost;
  * const plane = new ClusterPlane({ ...options });
  * await plane.start("http://10.0.0.1:8080");
+ * const actor = { tenant: "default", class: "counter", name: "a" };
  * const route = await plane.route(actor, false, (actor) => host.holds(actor));
  * await plane.stop();
  * ```

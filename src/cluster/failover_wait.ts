@@ -103,8 +103,19 @@ export interface FailoverWaitObserver {
  * The node's kept requests, bounded in all and per actor.
  *
  * @example
- * ```ts ignore
- * const waits = new FailoverWaits({ clock, random, maxWaitMs: 25_000, maxKept: 2500, count });
+ * ```ts
+ * import { FailoverWaits } from "./failover_wait.ts";
+ * import { systemClock as clock, systemRandom as random } from "../time/clock.ts";
+ * declare const request: Request;
+ * declare const check: Parameters<FailoverWaits["keep"]>[2];
+ * declare const giveUp: Parameters<FailoverWaits["keep"]>[3];
+ * const waits = new FailoverWaits({
+ *   clock,
+ *   random,
+ *   maxWaitMs: 25_000,
+ *   maxKept: 2500,
+ *   count: (outcome) => console.log(outcome),
+ * });
  * const answer = await waits.keep("default/counter/alice", request.signal, check, giveUp);
  * ```
  */

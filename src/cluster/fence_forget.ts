@@ -212,8 +212,10 @@ export interface ForgetOutcome {
  * heartbeat, one that cannot be read, and a missing one.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { forgetNode } from "./fence_forget.ts";
+ * import type { Bucket } from "../bucket/bucket.ts";
+ * declare const bucket: Bucket;
  * await forgetNode(bucket, "old-node");
  * ```
  */

@@ -33,9 +33,15 @@ interface Open {
  * The node's open relays, at most {@linkcode MAX_RELAYS}.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { Relays } from "./relays.ts";
+ * import type { ByteConn, UpgradeResult } from "../http/forward.ts";
+ * declare const client: ByteConn;
+ * declare const up: Extract<UpgradeResult, { kind: "switched" }>;
+ * declare const fingerprint: string;
+ * declare const trusted: Set<string>;
  * const relays = new Relays();
- * const ended = relays.join({ node: "b", fingerprint }, client, up.conn, { fromB: up.leftover });
+ * const ended = relays.join({ node: "b", fingerprint }, client, up.conn, { fromPeer: up.leftover });
  * relays.revoke((peer) => trusted.has(peer.fingerprint!)); // after each listing
  * ```
  */

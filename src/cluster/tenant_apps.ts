@@ -26,7 +26,10 @@ export interface TenantApps {
  * another app of `app`'s tenant, and its other deployed apps.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { tenantApps } from "./tenant_apps.ts";
+ * import type { Bucket } from "../bucket/bucket.ts";
+ * declare const bucket: Bucket;
  * const found = await tenantApps(bucket, { tenant: "acme", app: "shop" }, "a", Date.now, 10_000);
  * if (found.liveOther) throw new Error(`node ${found.liveOther.node} serves ${found.liveOther.app}`);
  * ```

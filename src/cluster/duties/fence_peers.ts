@@ -14,7 +14,12 @@ import type { LeaseDuty } from "./scheduler.ts";
  * The duty that fences peers through `membership`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { fencePeers } from "./fence_peers.ts";
+ * import type { LeaseDuties } from "./scheduler.ts";
+ * import type { ClusterPlane } from "../cluster_plane.ts";
+ * declare const duties: LeaseDuties;
+ * declare const plane: ClusterPlane;
  * duties.add(fencePeers(plane.membership));
  * ```
  */

@@ -49,8 +49,14 @@ export const DUTY_RESTART_MS = 1000;
  * Starts and stops a node's duties with its lease.
  *
  * @example
- * ```ts ignore
- * const duties = new LeaseDuties({ clock, log });
+ * ```ts
+ * import { LeaseDuties } from "./scheduler.ts";
+ * import { fencePeers } from "./fence_peers.ts";
+ * import type { ClusterPlane } from "../cluster_plane.ts";
+ * import { systemClock as clock } from "../../time/clock.ts";
+ * import { createLogger } from "../../log.ts";
+ * declare const plane: ClusterPlane;
+ * const duties = new LeaseDuties({ clock, log: createLogger() });
  * duties.add(fencePeers(plane.membership));
  * duties.follow(plane.lease);
  * await duties.stop();

@@ -134,8 +134,16 @@ const EMPTY = new Uint8Array(0);
  * Requests and calls sent to the nodes holding their actors.
  *
  * @example
- * ```ts ignore
- * const peers = new PeerForwarding({ nodeId: "a", clock, log, timing, membership, lease,
+ * ```ts
+ * import { PeerForwarding, type PeerForwardingOptions } from "./peer_forwarding.ts";
+ * import type { ActorRequest } from "../../actors/protocol.ts";
+ * import { systemClock as clock } from "../../time/clock.ts";
+ * import { createLogger } from "../../log.ts";
+ * declare const o: PeerForwardingOptions;
+ * declare const request: ActorRequest;
+ * const { timing, membership, lease, holders } = o;
+ * const actor = { tenant: "default", class: "counter", name: "a" };
+ * const peers = new PeerForwarding({ nodeId: "a", clock, log: createLogger(), timing, membership, lease,
  *   holders, plaintext: "accept" });
  * const address = peers.addressOf(membership.peer("b")?.heartbeat);
  * const outcome = await peers.forward(address!, "b", actor, request);

@@ -39,7 +39,9 @@ export interface RequestRoutingOptions {
  * be decoded.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { lookupFailure } from "./request_routing.ts";
+ * declare const error: unknown;
  * const { status, message } = lookupFailure(error);
  * ```
  */
@@ -110,7 +112,14 @@ function notReachable(): EventOutcome {
  * Routes a node's actor requests and calls.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { RequestRouting, type RequestRoutingOptions } from "./request_routing.ts";
+ * import type { ActorRequest } from "../../actors/protocol.ts";
+ * declare const o: RequestRoutingOptions;
+ * declare const request: ActorRequest;
+ * declare const signal: AbortSignal;
+ * const { plane, holdsHere, dispatch, waits, log } = o;
+ * const key = { tenant: "default", class: "counter", name: "a" };
  * const routing = new RequestRouting({ plane, holdsHere, dispatch, waits, log });
  * const outcome = await routing.route(key, request, { signal });
  * ```

@@ -82,7 +82,12 @@ export type Route =
  * `fresh` (the route after a "not held" answer).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { routeRequest, type RouterView } from "./router.ts";
+ * declare const view: RouterView;
+ * declare const forward: (address: string, request: Request) => Promise<Response>;
+ * declare const request: Request;
+ * const actor = { tenant: "default", class: "counter", name: "a" };
  * const route = await routeRequest(view, actor, false);
  * if (route.kind === "forward") await forward(route.address, request);
  * ```
