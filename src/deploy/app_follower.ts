@@ -49,10 +49,17 @@ export interface AppFollowerOptions {
  * Follows one app.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { AppFollower, type AppFollowerOptions } from "./app_follower.ts";
+ * import type { ExecutorPool } from "../actors/executor_pool.ts";
+ * declare const o: AppFollowerOptions;
+ * declare const pool: ExecutorPool;
+ * const { bucket, app, clock, log, catalog, load } = o;
  * const follower = new AppFollower({ bucket, app, clock, log, catalog, load, hasAccessFlags: false });
  * await follower.check();
- * follower.onApplied((version) => pool.setClasses(version.seq, ...));
+ * follower.onApplied((version) =>
+ *   pool.setClasses(version.seq, version.line ?? "", version.classes.map((c) => c.spec))
+ * );
  * follower.start();
  * ```
  */

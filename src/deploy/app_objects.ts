@@ -33,7 +33,10 @@ export interface ReadCurrent {
  * throws its error.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { readCurrent } from "./app_objects.ts";
+ * import type { Bucket } from "../bucket/bucket.ts";
+ * declare const bucket: Bucket;
  * const read = await readCurrent(bucket, { tenant: "acme", app: "shop" });
  * read?.current.seq;
  * ```
@@ -58,7 +61,10 @@ export async function readCurrent(
  * (a `current` names only versions written before it).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { readVersion } from "./app_objects.ts";
+ * import type { Bucket } from "../bucket/bucket.ts";
+ * declare const bucket: Bucket;
  * const version = await readVersion(bucket, { tenant: "acme", app: "shop" }, "9cf4de9152d8dd29");
  * ```
  */
@@ -80,7 +86,12 @@ export async function readVersion(
  * not what the version names.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { readComponent, readVersion } from "./app_objects.ts";
+ * import type { Bucket } from "../bucket/bucket.ts";
+ * declare const bucket: Bucket;
+ * const name = { tenant: "acme", app: "shop" };
+ * const version = await readVersion(bucket, name, "9cf4de9152d8dd29");
  * const bytes = await readComponent(bucket, name, version.classes.counter.component);
  * ```
  */

@@ -281,7 +281,10 @@ function lineOf(version: AppVersion): { line?: string } {
  * it.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { deploy } from "./deploy.ts";
+ * import type { Bucket } from "../bucket/bucket.ts";
+ * declare const bucket: Bucket;
  * const outcome = await deploy(bucket, { tenant: "acme", app: "shop" }, {
  *   actors: { counter: "examples/counter/counter.wasm" },
  *   access: { counter: { kind: "existing" } },
@@ -359,7 +362,10 @@ export async function deploy(
  * versions.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { rollback } from "./deploy.ts";
+ * import type { Bucket } from "../bucket/bucket.ts";
+ * declare const bucket: Bucket;
  * const outcome = await rollback(bucket, { tenant: "acme", app: "shop" });
  * outcome.restored?.id;
  * ```

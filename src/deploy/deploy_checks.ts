@@ -74,7 +74,8 @@ export interface CheckedComponent {
  * naming the file and why, before anything is uploaded.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { checkComponents } from "./deploy_checks.ts";
  * const checked = await checkComponents({ counter: "examples/counter/counter.wasm" });
  * checked.get("counter")?.sha256;
  * ```
@@ -157,7 +158,10 @@ export function checkRequest(request: DeployRequest): void {
  * error is thrown.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { otherApps } from "./deploy_checks.ts";
+ * import type { Bucket } from "../bucket/bucket.ts";
+ * declare const bucket: Bucket;
  * await otherApps(bucket, { tenant: "acme", app: "shop" }); // ["acme/legacy"]
  * ```
  */
@@ -184,7 +188,10 @@ function quoteList(apps: string[]): string {
  * prefix ({@linkcode DeployRefusal}, also when the listing fails).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { checkFirstDeploy } from "./deploy_checks.ts";
+ * import type { Bucket } from "../bucket/bucket.ts";
+ * declare const bucket: Bucket;
  * await checkFirstDeploy(bucket, { tenant: "acme", app: "shop" }, { actors: { counter: "c.wasm" } });
  * ```
  */
@@ -229,7 +236,10 @@ export async function checkFirstDeploy(
  * app is alone.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { legacyWarning } from "./deploy_checks.ts";
+ * import type { Bucket } from "../bucket/bucket.ts";
+ * declare const bucket: Bucket;
  * const warning = await legacyWarning(bucket, { tenant: "acme", app: "shop" });
  * ```
  */

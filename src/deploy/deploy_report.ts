@@ -65,7 +65,11 @@ function requiresLine(name: string, before: string[], after: string[]): string |
  * now on. Empty when nothing changed.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { describeChanges } from "./deploy_report.ts";
+ * import type { AppVersion } from "./manifest.ts";
+ * declare const current: AppVersion | null;
+ * declare const next: AppVersion;
  * for (const line of describeChanges(current, next)) console.log(line);
  * // class counter: added (code 6e340b9cffb3, 1234 bytes)
  * ```
@@ -202,7 +206,11 @@ export function configWarnings(given: Record<string, Record<string, string>>): s
  * `undefined` when there is no such pair.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { renameWarning } from "./deploy_report.ts";
+ * import type { AppVersion } from "./manifest.ts";
+ * declare const current: AppVersion | null;
+ * declare const next: AppVersion;
  * renameWarning(current, next);
  * // "class chat was removed with the rule existing, and the added class room has none: ..."
  * ```

@@ -74,7 +74,10 @@ export interface VersionLine {
  * outage must not pass for the whole line).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { readVersionLine } from "./retention.ts";
+ * import type { Bucket } from "../bucket/bucket.ts";
+ * declare const bucket: Bucket;
  * const line = await readVersionLine(bucket, { tenant: "acme", app: "shop" });
  * line?.entries.map((e) => e.id);
  * ```
@@ -147,7 +150,10 @@ export interface RetentionResult {
  * deleted).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { collectVersions, DEFAULT_VERSION_RETENTION_MS } from "./retention.ts";
+ * import type { Bucket } from "../bucket/bucket.ts";
+ * declare const bucket: Bucket;
  * const { deleted } = await collectVersions(bucket, { tenant: "acme", app: "shop" },
  *   Date.now(), DEFAULT_VERSION_RETENTION_MS);
  * ```

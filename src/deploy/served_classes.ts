@@ -74,8 +74,10 @@ function executorClass(
  * over it by name; each name `env` overrides is logged, never its value.
  *
  * @example
- * ```ts ignore
- * effectiveConfig("hub", { A: "1" }, { A: "2" }, log); // { A: "2" }, and a warning naming A
+ * ```ts
+ * import { effectiveConfig } from "./served_classes.ts";
+ * import { createLogger } from "../log.ts";
+ * effectiveConfig("hub", { A: "1" }, { A: "2" }, createLogger()); // { A: "2" }, and a warning naming A
  * ```
  */
 export function effectiveConfig(
@@ -104,8 +106,16 @@ export function missingNames(requires: string[], config: Record<string, string>)
  * `--config` values (the node's `--env` over them).
  *
  * @example
- * ```ts ignore
- * const classes = await flagClasses(options.actors, { cacheDir, abi: "auto", log });
+ * ```ts
+ * import { flagClasses } from "./served_classes.ts";
+ * import type { NodeOptions } from "../node/options.ts";
+ * import { createLogger } from "../log.ts";
+ * declare const options: NodeOptions;
+ * const classes = await flagClasses(options.actors, {
+ *   cacheDir: ".wasmkeep/cache",
+ *   abi: "auto",
+ *   log: createLogger(),
+ * });
  * ```
  */
 export async function flagClasses(
@@ -146,7 +156,14 @@ function logLoaded(loading: ClassLoading, loaded: LoadedComponent) {
  * compile, one the bucket does not give): the node keeps its version then.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { type ClassLoading, versionClasses } from "./served_classes.ts";
+ * import type { AppVersion } from "./manifest.ts";
+ * import type { Bucket } from "../bucket/bucket.ts";
+ * declare const bucket: Bucket;
+ * declare const version: AppVersion;
+ * declare const loading: ClassLoading;
+ * const app = { tenant: "acme", app: "shop" };
  * const classes = await versionClasses(bucket, app, version, {}, loading);
  * ```
  */
