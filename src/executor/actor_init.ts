@@ -19,7 +19,15 @@ const INIT_VERSION_KEY = "init_version";
  * database; a failed one is the event's 500 and runs again next time.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { initOnce } from "./actor_init.ts";
+ * import type { ActorExportCalls } from "../actors/abi/direct.ts";
+ * import type { ActorProgram } from "./program.ts";
+ * import type { DatabasePool } from "../sqlite/database_pool.ts";
+ * declare const exports: ActorExportCalls;
+ * declare const program: ActorProgram;
+ * declare const databases: DatabasePool;
+ * declare const path: string;
  * await initOnce(exports, program.spec.hash, () => databases.get(path));
  * ```
  */

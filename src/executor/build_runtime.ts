@@ -49,12 +49,25 @@ export interface ExecutorSeams {
  * node's `wasmkeep_bucket_requests_total`).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { buildExecutorRuntime } from "./build_runtime.ts";
+ * import { componentProgram } from "./program.ts";
+ * import type { ExecutorInit } from "../actors/protocol.ts";
+ * import type { FrameSender } from "../actors/frames.ts";
+ * import type { Plain } from "../actors/codec.ts";
+ * import { openBucket } from "../bucket/open.ts";
+ * import { systemClock, systemRandom } from "../time/clock.ts";
+ * import { createLogger } from "../log.ts";
+ * declare const init: ExecutorInit;
+ * declare const sender: FrameSender;
  * const runtime = await buildExecutorRuntime(init, {
- *   clock: systemClock, random: systemRandom, log,
+ *   clock: systemClock,
+ *   random: systemRandom,
+ *   log: createLogger(),
  *   openBucket: (init) => openBucket(init.bucketUrl),
  *   program: componentProgram,
- *   post: (message) => sender.send(message), drain: () => sender.drain(),
+ *   post: (message) => sender.send(message as unknown as Plain),
+ *   drain: () => sender.drain(),
  * });
  * ```
  */

@@ -40,7 +40,10 @@ export class BehindActor extends EventFailure {
  * follows no app, or one that never ran under a deploy).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { actorDeploySeq } from "./deploy_seq.ts";
+ * import type { ActorDatabase } from "../sqlite/actor_database.ts";
+ * declare const db: ActorDatabase;
  * actorDeploySeq(db); // 2
  * ```
  */
@@ -62,7 +65,11 @@ export function actorDeploySeq(db: ActorDatabase): number {
  * its record left as it is. Never set in `serve`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { enterDeploySeq } from "./deploy_seq.ts";
+ * import type { ActorDatabase } from "../sqlite/actor_database.ts";
+ * declare const db: ActorDatabase;
+ * declare const actor: { seqToLand: boolean };
  * if (enterDeploySeq(db, 3, "0123456789abcdef")) actor.seqToLand = true;
  * ```
  */

@@ -24,8 +24,16 @@ export interface EventFailed {
  * `onAlarm` when it was an alarm's event (its own error is retried).
  *
  * @example
- * ```ts ignore
- * const { status, message } = describeFailedEvent(error, { actorId, onAlarm: false, log, errorId });
+ * ```ts
+ * import { describeFailedEvent } from "./event_failed.ts";
+ * import { createLogger } from "../log.ts";
+ * declare const error: unknown;
+ * const { status, message } = describeFailedEvent(error, {
+ *   actorId: "default/counter/a",
+ *   onAlarm: false,
+ *   log: createLogger(),
+ *   errorId: () => crypto.randomUUID(),
+ * });
  * ```
  */
 export function describeFailedEvent(

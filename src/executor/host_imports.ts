@@ -80,7 +80,12 @@ function isApplicationCloseCode(code: number): boolean {
  * The imports of `actor`, an instance of `spec`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { hostImports, type ImportedActor, type ImportRuntime } from "./host_imports.ts";
+ * import type { ActorProgram } from "./program.ts";
+ * declare const actor: ImportedActor;
+ * declare const program: ActorProgram;
+ * declare const runtime: ImportRuntime;
  * const exports = await program.instantiate(hostImports(actor, program.spec, runtime));
  * ```
  */

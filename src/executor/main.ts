@@ -30,7 +30,8 @@ import { serveMessages } from "./message_loop.ts";
  * `nodePid` (its parent when not given): see lifeline.ts.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { runExecutor } from "./main.ts";
  * await runExecutor("/tmp/wasmkeep-1234-x/e0.sock", 1234);
  * Deno.exit(0);
  * ```

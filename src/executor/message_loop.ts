@@ -17,7 +17,12 @@ import type { ExecutorRuntime } from "./runtime.ts";
  * and this resolves.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { serveMessages } from "./message_loop.ts";
+ * import type { ExecutorInit, ToExecutor } from "../actors/protocol.ts";
+ * import type { ExecutorRuntime } from "./runtime.ts";
+ * declare const messages: AsyncIterable<ToExecutor>;
+ * declare const startRuntime: (init: ExecutorInit) => Promise<ExecutorRuntime>;
  * await serveMessages(messages, (init) => startRuntime(init));
  * ```
  */

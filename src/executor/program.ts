@@ -35,7 +35,10 @@ interface GlueModule {
  * glue imported when the direct bindings do not fit it.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { componentProgram } from "./program.ts";
+ * import type { ExecutorInit } from "../actors/protocol.ts";
+ * declare const init: ExecutorInit;
  * const programs = await Promise.all(init.classes.map(componentProgram));
  * ```
  */

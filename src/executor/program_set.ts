@@ -25,9 +25,16 @@ function sameClass(a: ExecutorClass, b: ExecutorClass): boolean {
  * The programs of the version an executor has.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { ProgramSet } from "./program_set.ts";
+ * import { type ActorProgram, componentProgram } from "./program.ts";
+ * import type { ExecutorClass, ExecutorInit } from "../actors/protocol.ts";
+ * declare const init: ExecutorInit;
+ * declare const initialPrograms: Map<string, ActorProgram>;
+ * declare const classes: ExecutorClass[];
  * const programs = new ProgramSet(initialPrograms, init.deploySeq, init.deployLine);
- * await programs.replace(2, init.deployLine, classes, (changed) => Promise.all(changed.map(compile)));
+ * await programs.replace(2, init.deployLine, classes, (changed) =>
+ *   Promise.all(changed.map(componentProgram)));
  * const program = programs.of({ tenant: "default", class: "counter", name: "a" });
  * ```
  */

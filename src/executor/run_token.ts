@@ -30,7 +30,14 @@ export interface RunTokenOptions {
  * Who runs now, and the events waiting to.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { RunToken } from "./run_token.ts";
+ * import type { FromExecutor } from "../actors/protocol.ts";
+ * import { systemClock as clock } from "../time/clock.ts";
+ * declare const post: (message: FromExecutor) => void;
+ * declare const drain: () => Promise<void>;
+ * declare const fetchFromBucket: () => Promise<Uint8Array[]>;
+ * const seq = 1;
  * const token = new RunToken({ clock, eventTimeoutMs: 30_000, post, drain, resumed: () => {} });
  * await token.acquire();
  * token.started(seq);

@@ -122,7 +122,13 @@ export interface ActorState {
  * Runs one executor's actors.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { ExecutorRuntime, type RuntimeOptions } from "./runtime.ts";
+ * import type { ActorRequest } from "../actors/protocol.ts";
+ * declare const o: RuntimeOptions;
+ * declare const request: ActorRequest;
+ * const { init, programs, post, drain, clock, random, log } = o;
+ * const actor = { tenant: "default", class: "counter", name: "a" };
  * const runtime = new ExecutorRuntime({ init, programs, post, drain, clock, random, log });
  * runtime.handle({ type: "event", seq: 1, actor, generation: 1, until: 0, request });
  * ```

@@ -16,7 +16,12 @@ const SOCKET_EVENT_DONE: ActorResponse = { status: 200, headers: [], body: new U
  * Runs the export of `socket`'s event.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { runSocketEvent } from "./socket_event.ts";
+ * import type { ActorExportCalls } from "../actors/abi/direct.ts";
+ * import type { ActorRequest } from "../actors/protocol.ts";
+ * declare const exports: ActorExportCalls;
+ * declare const request: ActorRequest;
  * await runSocketEvent(exports, { kind: "message", connection: 1, message: { text: "hi" } }, request);
  * ```
  */

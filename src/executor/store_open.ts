@@ -45,8 +45,11 @@ export interface StoreOpenOptions {
  * The actor's store at its generation.
  *
  * @example
- * ```ts ignore
- * const store = await openActorStore({ replication, actor, path, generation, ... });
+ * ```ts
+ * import { openActorStore, type StoreOpenOptions } from "./store_open.ts";
+ * declare const options: StoreOpenOptions;
+ * const { replication, actor, path, generation } = options;
+ * const store = await openActorStore({ ...options, replication, actor, path, generation });
  * ```
  */
 export async function openActorStore(o: StoreOpenOptions): Promise<ActorStore> {
