@@ -251,7 +251,9 @@ export class ClusterListener {
    * Binds and starts accepting; rejects if the address cannot be bound.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * import { ClusterListener, type ClusterListenerOptions } from "./cluster_listener.ts";
+   * declare const options: ClusterListenerOptions;
    * const listener = await ClusterListener.start(options);
    * listener.address.port; // the bound port, also when options.port was 0
    * ```
@@ -297,7 +299,11 @@ export class ClusterListener {
    * peer, however many connections it has. Returns how many were closed.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * import type { ClusterListener } from "./cluster_listener.ts";
+   * declare const listener: ClusterListener;
+   * declare const pins: Set<string>;
+   * declare const fencedNodesFingerprint: string;
    * pins.delete(fencedNodesFingerprint);
    * listener.revoke(); // its connections are closed now
    * ```
@@ -332,7 +338,9 @@ export class ClusterListener {
    * Counts for tests and metrics.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * import type { ClusterListener } from "./cluster_listener.ts";
+   * declare const listener: ClusterListener;
    * listener.stats(); // { open: 3, trusted: 2, refusedHandshakes: 1, … }
    * ```
    */
@@ -353,7 +361,9 @@ export class ClusterListener {
    * included; resolves once the listener is closed.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * import type { ClusterListener } from "./cluster_listener.ts";
+   * declare const listener: ClusterListener;
    * await listener.close();
    * ```
    */

@@ -203,7 +203,7 @@ interface Waiter {
  * Forwards requests to peers over pooled HTTP/1.1 connections.
  *
  * @example Forwarding a GET to the node that holds the actor
- * ```ts ignore
+ * ```ts
  * import { Forwarder } from "./forward.ts";
  * const forwarder = new Forwarder({ nodeId: "node-a" });
  * const result = await forwarder.forward("http://10.0.0.2:8080", {
@@ -323,7 +323,13 @@ export class Forwarder {
    * upgrade sent again.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * import type { ByteConn, Forwarder } from "./forward.ts";
+   * import { relay } from "../net/relay.ts";
+   * declare const forwarder: Forwarder;
+   * declare const peer: string;
+   * declare const headers: [string, string][];
+   * declare const clientConn: ByteConn;
    * const up = await forwarder.upgrade(peer, { path: "/actor/room/x", headers, protocol: "websocket" });
    * if (up.kind === "switched") relay(clientConn, up.conn, { fromB: up.leftover });
    * ```

@@ -17,8 +17,12 @@ import type { AccessVerdict } from "../deploy/access_rule.ts";
  * What a port's routes need from the node.
  *
  * @example
- * ```ts ignore
- * const context: PortContext = { nodeId: "node-a", tenant: "default", ... };
+ * ```ts
+ * import type { PortContext } from "./port_context.ts";
+ * import { createPortHandler } from "./client_handler.ts";
+ * import { CLIENT_ROUTES } from "./routes/tables.ts";
+ * declare const node: Omit<PortContext, "nodeId" | "tenant">;
+ * const context: PortContext = { ...node, nodeId: "node-a", tenant: "default" };
  * Deno.serve(createPortHandler(CLIENT_ROUTES, context));
  * ```
  */

@@ -26,7 +26,9 @@ export class BodyTooLarge extends Error {
  * bytes (the rest left unread).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { readStream } from "./unread_body.ts";
+ * declare const request: Request;
  * const body = await readStream(request.body!, 1024 * 1024);
  * ```
  */
@@ -76,10 +78,18 @@ export function bodyReadFailure(
  * A request body left unread until its route is known.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { UnreadBody } from "./unread_body.ts";
+ * import type { Forwarder } from "./forward.ts";
+ * declare const request: Request;
+ * declare const forwarder: Forwarder;
+ * declare const peer: string;
+ * declare const head: Omit<Parameters<Forwarder["forwardStreamed"]>[1], "stream">;
+ * const maxBodyBytes = 1024 * 1024;
  * const unread = new UnreadBody(request.body!, undefined, maxBodyBytes, () => undefined);
  * const whole = await unread.read(); // where the actor runs
- * // or, forwarding: forwarder.forwardStreamed(peer, { ...head, stream: unread.streamed() })
+ * // or, forwarding:
+ * await forwarder.forwardStreamed(peer, { ...head, stream: unread.streamed() });
  * ```
  */
 export class UnreadBody {

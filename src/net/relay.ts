@@ -55,7 +55,12 @@ function closeQuietly(conn: ByteConn): void {
  * both are closed when it resolves. Never rejects.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { relay } from "./relay.ts";
+ * import type { ByteConn } from "./h1/connection.ts";
+ * declare const clientConn: ByteConn;
+ * declare const ownerConn: ByteConn;
+ * declare const leftover: Uint8Array;
  * const cut = new AbortController();
  * const ended = relay(clientConn, ownerConn, { cut: cut.signal, fromB: leftover });
  * cut.abort(); // trust in the owner withdrawn

@@ -22,7 +22,10 @@ import type { ByteConn } from "./h1/connection.ts";
  * always reads.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { TLSSocket } from "node:tls";
+ * import { SocketConn } from "./socket_conn.ts";
+ * declare const tlsSocket: TLSSocket;
  * const conn = new SocketConn(tlsSocket);
  * await conn.write(new TextEncoder().encode("ping"));
  * ```

@@ -66,7 +66,10 @@ export const STREAM_CHUNK_BYTES = 64 * 1024;
  * `connection.reusable`; throws an AnswerError or a read error.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { readAnswer } from "./answer.ts";
+ * import type { Connection } from "./connection.ts";
+ * declare const connection: Connection;
  * const answer = await readAnswer(connection, "GET", 32 * 1024 * 1024);
  * ```
  */
@@ -87,7 +90,11 @@ export async function readAnswer(
  * by its length, a framing that is not HTTP/1.1's) or a read error.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { AnswerBody, readAnswerHead } from "./answer.ts";
+ * import type { Connection } from "./connection.ts";
+ * declare const connection: Connection;
+ * declare const send: (piece: Uint8Array) => void;
  * const head = await readAnswerHead(connection, "GET", 32 * 1024 * 1024);
  * const body = new AnswerBody(connection, head, 32 * 1024 * 1024);
  * for (let piece; (piece = await body.next()) !== null;) send(piece);
@@ -156,7 +163,11 @@ const CLOSE: BodyFraming = { kind: "close" };
  * answer is. Sets `connection.reusable` once the body ended.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { AnswerBody, type AnswerHead } from "./answer.ts";
+ * import type { Connection } from "./connection.ts";
+ * declare const connection: Connection;
+ * declare const head: AnswerHead;
  * const body = new AnswerBody(connection, head, 32 * 1024 * 1024);
  * const bytes = await body.readWhole();
  * ```

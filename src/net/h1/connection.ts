@@ -22,7 +22,9 @@ export interface ByteConn {
  * Writes every byte of `bytes` to `conn`, however its writes split them.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { type ByteConn, writeAll } from "./connection.ts";
+ * declare const conn: ByteConn;
  * await writeAll(conn, new TextEncoder().encode("GET / HTTP/1.1\r\n\r\n"));
  * ```
  */
@@ -45,7 +47,10 @@ export const BUFFER_BYTES = 16 * 1024;
  * One connection to a peer and its read buffer.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { type ByteConn, Connection } from "./connection.ts";
+ * declare const conn: ByteConn;
+ * declare const pool: { discard(dead: Connection): void };
  * const connection = new Connection("http://b:8080", conn, (dead) => pool.discard(dead));
  * await connection.fill();
  * ```

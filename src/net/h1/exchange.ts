@@ -49,7 +49,13 @@ export function unreachable(
  * (`streamed`). Never rejects; sets `connection.reusable`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { converse, Unsent } from "./exchange.ts";
+ * import type { Connection } from "./connection.ts";
+ * declare const connection: Connection;
+ * declare const wire: Uint8Array;
+ * declare const request: Parameters<typeof converse>[2];
+ * declare const retryOnAFreshConnection: () => void;
  * const outcome = await converse(connection, wire, request, 32 * 1024 * 1024, false);
  * if (outcome instanceof Unsent) retryOnAFreshConnection();
  * ```

@@ -45,7 +45,11 @@ const CRLF = new Uint8Array([13, 10]);
  * writes: the source is cancelled and nothing more is written.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { writeStreamedBody } from "./request_body.ts";
+ * import type { ByteConn } from "./connection.ts";
+ * declare const conn: ByteConn;
+ * declare const request: Request;
  * const written = await writeStreamedBody(conn, {
  *   length: undefined,
  *   source: request.body!,

@@ -101,13 +101,19 @@ const encoder = new TextEncoder();
  * by an upgrade; never rejects (a broken connection is closed).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { Server } from "node:tls";
  * import { serveHttp1 } from "./server.ts";
+ * import { SocketConn } from "../socket_conn.ts";
+ * import { DeadlineQueue } from "../deadlines.ts";
+ * import { systemClock } from "../../time/clock.ts";
+ * declare const socketServer: Server;
  * socketServer.on("secureConnection", (socket) =>
  *   void serveHttp1(new SocketConn(socket), {
  *     handler: (request) => Promise.resolve(new Response("hello")),
  *     url: (host, target) => `https://${host ?? "cluster"}${target}`,
- *     maxHeadBytes: 64 * 1024, maxBodyBytes: 1024 * 1024,
+ *     maxHeadBytes: 64 * 1024,
+ *     maxBodyBytes: 1024 * 1024,
  *     idle: new DeadlineQueue(systemClock, 60_000, () => true),
  *   }));
  * ```
