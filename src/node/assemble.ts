@@ -116,8 +116,13 @@ export interface NodeParts {
  * Builds a node: every part, wired once, in the order they use each other.
  *
  * @example
- * ```ts ignore
- * const parts = assembleNode({ options, classes, dataDir, bucketUrl }, seams);
+ * ```ts
+ * import { assembleNode, type NodeInput, type NodeSeams } from "./assemble.ts";
+ * import { WasmKeepNode } from "./node.ts";
+ * declare const input: NodeInput;
+ * declare const seams: NodeSeams;
+ * const { options, catalog, dataDir, bucketUrl } = input;
+ * const parts = assembleNode({ options, catalog, dataDir, bucketUrl }, seams);
  * const node = WasmKeepNode.fromParts(parts);
  * ```
  */

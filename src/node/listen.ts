@@ -29,8 +29,10 @@ export type ClientListen = (handler: (request: Request) => Promise<Response>) =>
  * the legacy abort on successful responses.
  *
  * @example
- * ```ts ignore
- * const listen = denoListen("127.0.0.1", 8080, log);
+ * ```ts
+ * import { denoListen } from "./listen.ts";
+ * import { createLogger } from "../log.ts";
+ * const listen = denoListen("127.0.0.1", 8080, createLogger());
  * const listener = listen((request) => Promise.resolve(new Response("ok")));
  * await listener.shutdown();
  * ```

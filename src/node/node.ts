@@ -66,7 +66,10 @@ export interface NodeDependencies {
  * A running node.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { WasmKeepNode } from "./node.ts";
+ * import type { NodeOptions } from "./options.ts";
+ * declare const options: NodeOptions;
  * const node = await WasmKeepNode.start({ ...options });
  * console.log(node.url);
  * await node.stop();

@@ -39,7 +39,13 @@ export type TakeRule = (record: OwnerRecord, actor: ActorKey) => boolean | Promi
  * keeps its actors.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { freedByHeartbeat } from "./policies.ts";
+ * import type { ClusterPlane } from "../cluster/cluster_plane.ts";
+ * import type { OwnerRecord } from "../cluster/ownership.ts";
+ * declare const plane: ClusterPlane;
+ * declare const record: OwnerRecord;
+ * const actor = { tenant: "default", class: "counter", name: "a" };
  * const rule = freedByHeartbeat(plane);
  * await rule(record, actor); // false while the holder renews its lease
  * ```
@@ -53,8 +59,10 @@ export function freedByHeartbeat(plane: ClusterPlane): TakeRule {
  * written under an earlier `--node-id` or host name, and is taken (logged).
  *
  * @example
- * ```ts ignore
- * const rule = takenFromAnyId(log);
+ * ```ts
+ * import { takenFromAnyId } from "./policies.ts";
+ * import { createLogger } from "../log.ts";
+ * const rule = takenFromAnyId(createLogger());
  * ```
  */
 export function takenFromAnyId(log: Logger): TakeRule {
@@ -74,8 +82,11 @@ export function takenFromAnyId(log: Logger): TakeRule {
  * (the bucket did not answer, the lease was not valid).
  *
  * @example
- * ```ts ignore
- * takeFailure(new HeldElsewhere(key, record)); // { status: 503, heldBy: record.node, ... }
+ * ```ts
+ * import { takeFailure } from "./policies.ts";
+ * import { HeldElsewhere, type OwnerRecord } from "../cluster/ownership.ts";
+ * declare const record: OwnerRecord;
+ * takeFailure(new HeldElsewhere("default/counter/a", record)); // { status: 503, heldBy: record.node, ... }
  * ```
  */
 export function takeFailure(error: unknown): FailedOutcome {
@@ -103,7 +114,12 @@ export function takeFailure(error: unknown): FailedOutcome {
  * take answered by {@linkcode takeFailure}.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { freedByHeartbeat, ownershipHolds } from "./policies.ts";
+ * import type { ClusterPlane } from "../cluster/cluster_plane.ts";
+ * import type { OwnershipRecords } from "../cluster/ownership.ts";
+ * declare const plane: ClusterPlane;
+ * declare const ownership: OwnershipRecords;
  * const holds = ownershipHolds(ownership, freedByHeartbeat(plane), () => plane.valid());
  * ```
  */
@@ -173,9 +189,18 @@ export class Admission {
  * node's calls and checks its peers', each accepted once (its nonce).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { CallSecurity } from "./policies.ts";
+ * import type { SignedRequest } from "../http/port_context.ts";
+ * import { loadClusterSecret } from "../security/cluster_secret.ts";
+ * import type { Bucket } from "../bucket/bucket.ts";
+ * import { systemClock as clock, systemRandom as random } from "../time/clock.ts";
+ * import { createLogger } from "../log.ts";
+ * declare const bucket: Bucket;
+ * declare const request: SignedRequest;
+ * const log = createLogger();
  * const calls = new CallSecurity({ nodeId: "a", clock, random, log });
- * calls.secret = await loadClusterSecret(bucket, { ... });
+ * calls.secret = await loadClusterSecret(bucket, { random, log });
  * const verdict = calls.verify(request);
  * ```
  */

@@ -27,7 +27,19 @@ export interface ActorPart {
  * sees its rules.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { actorPart } from "./actor_part.ts";
+ * import type { NodeInput, NodeSeams } from "./seams.ts";
+ * import type { BucketPart } from "./bucket_part.ts";
+ * import type { ClusterPart } from "./cluster_part.ts";
+ * import type { TakeNotices } from "./take_notices.ts";
+ * import { openFileLimit } from "../../limits.ts";
+ * declare const input: NodeInput;
+ * declare const seams: NodeSeams;
+ * declare const store: BucketPart;
+ * declare const cluster: ClusterPart;
+ * declare const takes: TakeNotices;
+ * const fileLimit = openFileLimit();
  * const { pool, host } = actorPart(input, seams, { store, cluster, takes, fileLimit });
  * ```
  */
@@ -106,8 +118,13 @@ export function actorPart(
  * app's versions, counters).
  *
  * @example
- * ```ts ignore
- * startExecutors(actors, cluster, { onCall, socketsOf, ... });
+ * ```ts
+ * import { type ActorPart, startExecutors } from "./actor_part.ts";
+ * import type { ClusterPart } from "./cluster_part.ts";
+ * declare const actors: ActorPart;
+ * declare const cluster: ClusterPart;
+ * declare const hooks: Parameters<typeof startExecutors>[2];
+ * startExecutors(actors, cluster, hooks); // hooks: onCall, socketsOf, …
  * ```
  */
 export function startExecutors(

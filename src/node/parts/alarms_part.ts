@@ -29,8 +29,18 @@ export interface AlarmsPart {
  * everything, and looks one sweep ahead (after a restart).
  *
  * @example
- * ```ts ignore
- * const { alarmTimers } = alarmsPart(input, seams, { store, cluster, routing }, tenant);
+ * ```ts
+ * import { alarmsPart } from "./alarms_part.ts";
+ * import type { NodeInput, NodeSeams } from "./seams.ts";
+ * import type { BucketPart } from "./bucket_part.ts";
+ * import type { ClusterPart } from "./cluster_part.ts";
+ * import type { RoutingPart } from "./routing_part.ts";
+ * declare const input: NodeInput;
+ * declare const seams: NodeSeams;
+ * declare const store: BucketPart;
+ * declare const cluster: ClusterPart;
+ * declare const routing: RoutingPart;
+ * const { alarmTimers } = alarmsPart(input, seams, { store, cluster, routing }, "default");
  * ```
  */
 export function alarmsPart(

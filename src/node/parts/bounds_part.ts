@@ -25,8 +25,13 @@ export interface BoundsPart {
  * open-file limit cannot hold it beside the cluster's connections.
  *
  * @example
- * ```ts ignore
- * const { admission } = boundsPart(options, openFileLimit(), log);
+ * ```ts
+ * import { boundsPart } from "./bounds_part.ts";
+ * import type { NodeOptions } from "../options.ts";
+ * import { openFileLimit } from "../../limits.ts";
+ * import { createLogger } from "../../log.ts";
+ * declare const options: NodeOptions;
+ * const { admission } = boundsPart(options, openFileLimit(), createLogger());
  * ```
  */
 export function boundsPart(options: NodeOptions, fileLimit: number, log: Logger): BoundsPart {

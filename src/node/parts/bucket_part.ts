@@ -28,7 +28,11 @@ export interface BucketPart {
  * bucket request counted by its operation and area.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { bucketPart } from "./bucket_part.ts";
+ * import type { NodeInput, NodeSeams } from "./seams.ts";
+ * declare const input: NodeInput;
+ * declare const seams: NodeSeams;
  * const { bucket, ownership } = bucketPart(input, seams);
  * ```
  */

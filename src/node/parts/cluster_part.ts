@@ -41,7 +41,15 @@ export interface ClusterPart {
  * takes take from any id.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { clusterPart } from "./cluster_part.ts";
+ * import type { NodeInput, NodeSeams } from "./seams.ts";
+ * import type { BucketPart } from "./bucket_part.ts";
+ * import type { CallSecurity } from "../policies.ts";
+ * declare const input: NodeInput;
+ * declare const seams: NodeSeams;
+ * declare const store: BucketPart;
+ * declare const calls: CallSecurity;
  * const { plane, takeRule } = clusterPart(input, seams, { store, calls });
  * ```
  */
@@ -96,7 +104,15 @@ export function clusterPart(
  * none: it sweeps alarms itself.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { type ClusterPart, leaseDuties } from "./cluster_part.ts";
+ * import type { NodeSeams } from "./seams.ts";
+ * import type { AlarmsPart } from "./alarms_part.ts";
+ * import type { ActorPart } from "./actor_part.ts";
+ * declare const cluster: ClusterPart;
+ * declare const alarms: AlarmsPart;
+ * declare const actors: ActorPart;
+ * declare const seams: NodeSeams;
  * const duties = leaseDuties(cluster.plane, alarms.alarmSweep, actors.pool, seams);
  * ```
  */

@@ -46,7 +46,16 @@ function unsetRequired(catalog: ClassCatalog, key: ActorKey): Promise<EventOutco
  * it cannot apply the next.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { deploysPart } from "./deploys_part.ts";
+ * import type { NodeInput } from "./seams.ts";
+ * import type { BucketPart } from "./bucket_part.ts";
+ * import type { ClusterPart } from "./cluster_part.ts";
+ * import type { ActorPart } from "./actor_part.ts";
+ * declare const input: NodeInput;
+ * declare const store: BucketPart;
+ * declare const cluster: ClusterPart;
+ * declare const actors: ActorPart;
  * const { readiness, unsetRequired } = deploysPart(input, { store, cluster, actors });
  * ```
  */

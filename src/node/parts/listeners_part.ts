@@ -101,7 +101,12 @@ function sharedContext(
  * listen throws, the host drained first.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { type ListenersNeeds, listenersPart } from "./listeners_part.ts";
+ * import type { NodeInput, NodeSeams } from "./seams.ts";
+ * declare const input: NodeInput;
+ * declare const seams: NodeSeams;
+ * declare const needs: ListenersNeeds;
  * const { handler, listener } = listenersPart(input, seams, needs);
  * ```
  */

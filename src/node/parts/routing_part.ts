@@ -31,7 +31,21 @@ export interface RoutingPart {
  * waits while its class lacks a required value.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { routingPart } from "./routing_part.ts";
+ * import type { NodeInput, NodeSeams } from "./seams.ts";
+ * import type { BucketPart } from "./bucket_part.ts";
+ * import type { BoundsPart } from "./bounds_part.ts";
+ * import type { ClusterPart } from "./cluster_part.ts";
+ * import type { ActorPart } from "./actor_part.ts";
+ * import type { DeploysPart } from "./deploys_part.ts";
+ * declare const input: NodeInput;
+ * declare const seams: NodeSeams;
+ * declare const store: BucketPart;
+ * declare const bounds: BoundsPart;
+ * declare const cluster: ClusterPart;
+ * declare const actors: ActorPart;
+ * declare const deploys: DeploysPart;
  * const { routing } = routingPart(input, seams, { store, bounds, cluster, actors, deploys });
  * ```
  */

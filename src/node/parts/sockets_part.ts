@@ -127,8 +127,13 @@ function actorSockets(
  * (here, or relayed to the holder) and accepts peers' relayed ones.
  *
  * @example
- * ```ts ignore
- * const { sockets, openSocket } = socketsPart(input, seams, { store, bounds, ... });
+ * ```ts
+ * import { type SocketsNeeds, socketsPart } from "./sockets_part.ts";
+ * import type { NodeInput, NodeSeams } from "./seams.ts";
+ * declare const input: NodeInput;
+ * declare const seams: NodeSeams;
+ * declare const needs: SocketsNeeds;
+ * const { sockets, openSocket } = socketsPart(input, seams, needs); // needs: store, bounds, …
  * ```
  */
 export function socketsPart(input: NodeInput, seams: NodeSeams, needs: SocketsNeeds): SocketsPart {
