@@ -49,7 +49,7 @@ export const WAL_SUFFIX = "-wal";
  * next to the new file would be replayed into it.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { swapIn } from "./local_files.ts";
  * swapIn("/data/actors/default/counter/a.db", "/data/actors/default/counter/a.db.restoring");
  * swapIn("/data/actors/default/counter/a.db", undefined); // the database is empty: only set aside
@@ -65,7 +65,8 @@ export function swapIn(path: string, built: string | undefined): void {
  * (`.replaced-wal`), replacing the ones kept there: the `-wal` first.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { setAside } from "./local_files.ts";
  * setAside("/data/actors/default/counter/a.db"); // now a.db.replaced
  * ```
  */

@@ -66,11 +66,17 @@ export interface ReplicaOpenOptions {
  * One actor's replication at one generation.
  *
  * @example
- * ```ts ignore
- * const replica = await ActorReplica.open(context, { actor, path, generation: 1n, ... });
+ * ```ts
+ * import { ActorReplica, type ReplicaContext, type ReplicaOpenOptions } from "./replica.ts";
+ * import type { ActorDatabase } from "../sqlite/actor_database.ts";
+ * declare const context: ReplicaContext;
+ * declare const options: ReplicaOpenOptions;
+ * declare const db: ActorDatabase;
+ * const { actor, path } = options;
+ * const replica = await ActorReplica.open(context, { ...options, actor, path, generation: 1n });
  * // after each event:
  * replica.capture(db);
- * await replica.close(db);
+ * await replica.close(() => db.close());
  * ```
  */
 export class ActorReplica {

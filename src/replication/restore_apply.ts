@@ -46,8 +46,12 @@ export interface Applied {
  * Applying a plan, and the counts of what it read.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * import { RestoreRun } from "./restore_apply.ts";
+ * import type { ReadSession } from "./restore_reads.ts";
+ * import type { RestorePlan } from "./history.ts";
+ * declare const session: ReadSession;
+ * declare const plan: RestorePlan;
  * const run = new RestoreRun(session, "/data/a.db", "/data/a.db.restoring", false);
  * const applied = (plan.resume && await run.resume(plan, plan.resume)) ?? await run.fromStart(plan);
  * console.log(applied.outcome, run.filesRead, run.bytesRead);

@@ -154,9 +154,17 @@ export class ReplicationFailed extends Error {
  * Uploads one actor's commits in order.
  *
  * @example
- * ```ts ignore
- * const uploader = new ActorUploader({ bucket, clock, log, actor, nodeId: "a", generation: 1n,
- *   start: { txid: 0n, checksum: CHECKSUM_FLAG }, lastSnapshotTxid: 0n,
+ * ```ts
+ * import { ActorUploader, type Commit } from "./uploader.ts";
+ * import { CHECKSUM_FLAG } from "../ltx/checksum.ts";
+ * import type { Bucket } from "../bucket/bucket.ts";
+ * import { systemClock as clock } from "../time/clock.ts";
+ * import { createLogger } from "../log.ts";
+ * declare const bucket: Bucket;
+ * declare const commit: Commit;
+ * const actor = { tenant: "default", class: "counter", name: "a" };
+ * const uploader = new ActorUploader({ bucket, clock, log: createLogger(), actor, nodeId: "a",
+ *   generation: 1n, start: { txid: 0n, checksum: CHECKSUM_FLAG }, lastSnapshotTxid: 0n,
  *   onFailure: () => {}, count: () => {} });
  * uploader.push(commit);
  * await uploader.uploaded(commit.txid);

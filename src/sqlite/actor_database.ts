@@ -239,7 +239,8 @@ function sqliteCodeName(code: number): string {
  * An open actor database.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { ActorDatabase } from "./actor_database.ts";
  * const db = new ActorDatabase("/tmp/alice.db");
  * db.exec("CREATE TABLE t(x)", []);
  * db.exec("INSERT INTO t VALUES (?)", [{ tag: "integer", val: 1n }]);

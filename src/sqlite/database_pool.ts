@@ -13,7 +13,8 @@ import { ActorDatabase, type DatabaseMode } from "./actor_database.ts";
  * A bounded set of open databases, by path.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { DatabasePool } from "./database_pool.ts";
  * const pool = new DatabasePool(100, () => performance.now());
  * pool.get("/data/actors/default/counter/alice.db").exec("SELECT 1", []);
  * pool.closeAll();

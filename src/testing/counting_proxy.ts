@@ -36,7 +36,9 @@ function requestClass(method: string, url: URL, bucket: string, prefix: string):
  * (with its trailing slash).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { startCountingProxy } from "./counting_proxy.ts";
+ * declare const moto: { endpoint: string; bucket: string };
  * const proxy = startCountingProxy(moto.endpoint, moto.bucket, "bench/");
  * // … the node runs with AWS_ENDPOINT=proxy.endpoint …
  * console.log(proxy.counts()["PUT alarms"]);

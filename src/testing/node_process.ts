@@ -79,7 +79,9 @@ export async function runWasmkeep(
  * with no deployed version yet).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { COUNTER_WASM, startNode } from "./node_process.ts";
+ * const dir = await Deno.makeTempDir();
  * const node = await startNode(["--actor", `counter=${COUNTER_WASM}`, "--data-dir", dir]);
  * await fetch(`${node.url}/actor/counter/a`, { method: "POST" });
  * await node.stop();

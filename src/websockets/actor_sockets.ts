@@ -159,12 +159,24 @@ const EMPTY_REQUEST: ActorRequest = {
  * The sockets of this node's actors.
  *
  * @example
- * ```ts ignore
- * const sockets = new ActorSockets({ dispatch: (key, request, socket) =>
- *   host.dispatch(key, request, socket), log, clock });
+ * ```ts
+ * import { ActorSockets } from "./actor_sockets.ts";
+ * import { webSocketOf } from "./socket_like.ts";
+ * import type { ActorHost } from "../actors/actor_host.ts";
+ * import type { ActorRequest } from "../actors/protocol.ts";
+ * import { systemClock as clock } from "../time/clock.ts";
+ * import { createLogger } from "../log.ts";
+ * declare const host: ActorHost;
+ * declare const request: Request;
+ * declare const upgradeRequest: ActorRequest;
+ * const key = { tenant: "default", class: "chat", name: "lobby" };
+ * const sockets = new ActorSockets({
+ *   dispatch: (key, request, socket) => host.dispatch(key, request, socket),
+ *   log: createLogger(),
+ *   clock,
+ * });
  * const { socket, response } = Deno.upgradeWebSocket(request);
- * sockets.accept(key, upgradeRequest, webSocketOf(socket));
- * return response;
+ * sockets.accept(key, upgradeRequest, webSocketOf(socket, clock));
  * ```
  */
 export class ActorSockets {

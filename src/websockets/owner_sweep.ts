@@ -70,10 +70,18 @@ export interface OwnerSweepOptions {
  * One sweep; resolves with how many sockets it closed.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { sweepMovedActors } from "./owner_sweep.ts";
+ * import type { ActorSockets } from "./actor_sockets.ts";
+ * import type { ActorHost } from "../actors/actor_host.ts";
+ * import type { ActorKey } from "../actors/key.ts";
+ * import { createLogger } from "../log.ts";
+ * declare const sockets: ActorSockets;
+ * declare const host: ActorHost;
+ * declare const movedAway: (key: ActorKey) => Promise<boolean>;
  * const closed = await sweepMovedActors({ actors: () => sockets.actors(),
  *   holdsHere: (key) => host.holds(key), movedAway, closeMoved: (key) => sockets.closeMoved(key),
- *   log });
+ *   log: createLogger() });
  * ```
  */
 export async function sweepMovedActors(options: OwnerSweepOptions): Promise<number> {

@@ -41,7 +41,15 @@ export interface SocketLike {
  * `Deno.upgradeWebSocket`'s socket never does by itself.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { webSocketOf } from "./socket_like.ts";
+ * import type { ActorSockets } from "./actor_sockets.ts";
+ * import type { ActorRequest } from "../actors/protocol.ts";
+ * import { systemClock as clock } from "../time/clock.ts";
+ * declare const sockets: ActorSockets;
+ * declare const request: Request;
+ * declare const upgrade: ActorRequest;
+ * const key = { tenant: "default", class: "chat", name: "lobby" };
  * const { socket, response } = Deno.upgradeWebSocket(request);
  * sockets.accept(key, upgrade, webSocketOf(socket, clock));
  * ```

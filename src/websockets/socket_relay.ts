@@ -31,10 +31,23 @@ export interface SocketRelay {
  * Joins `client` and `owner` until either closes.
  *
  * @example
- * ```ts ignore
- * const relay = relaySockets(webSocketOf(socket), new WireSocket(up.conn, options), {
+ * ```ts
+ * import { relaySockets } from "./socket_relay.ts";
+ * import { webSocketOf } from "./socket_like.ts";
+ * import { WireSocket, type WireSocketOptions } from "./wire_socket.ts";
+ * import { bufferedBytesFor } from "./actor_sockets.ts";
+ * import type { Relays } from "../cluster/relays.ts";
+ * import type { UpgradeResult } from "../http/forward.ts";
+ * import { systemClock as clock } from "../time/clock.ts";
+ * declare const socket: WebSocket;
+ * declare const up: Extract<UpgradeResult, { kind: "switched" }>;
+ * declare const options: WireSocketOptions;
+ * declare const relays: Relays;
+ * declare const fingerprint: string;
+ * const node = "b";
+ * const relay = relaySockets(webSocketOf(socket, clock), new WireSocket(up.conn, options), {
  *   clock,
- *   maxBufferedBytes: bufferedBytesFor(maxMessageBytes),
+ *   maxBufferedBytes: bufferedBytesFor(options.maxMessageBytes),
  * });
  * relays.hold({ node, fingerprint }, relay.ended, (error) => relay.cut(error.message));
  * ```

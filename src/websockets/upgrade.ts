@@ -56,7 +56,10 @@ export type SocketUpgrade = (request: Request) => { socket: SocketLike; response
  * the idle pings of {@linkcode SOCKET_IDLE_TIMEOUT_SECS}.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { denoSocketUpgrade } from "./upgrade.ts";
+ * import { systemClock as clock } from "../time/clock.ts";
+ * declare const request: Request;
  * const { socket, response } = denoSocketUpgrade(clock)(request);
  * ```
  */
@@ -120,9 +123,18 @@ export type Place = () => void;
  * when the socket (or its relay) ended, or at once when it did not open.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { type SocketOpenerOptions, socketOpener } from "./upgrade.ts";
+ * import type { ActorKey } from "../actors/key.ts";
+ * import type { ActorRequest } from "../actors/protocol.ts";
+ * declare const o: SocketOpenerOptions;
+ * declare const key: ActorKey;
+ * declare const request: Request;
+ * declare const upgradeRequest: ActorRequest;
+ * declare const release: () => void;
+ * const { sockets, clock, route, relaying } = o;
  * const open = socketOpener({ sockets, clock, route, relaying });
- * return await open(key, request, upgradeRequest, release);
+ * const response = await open(key, request, upgradeRequest, release);
  * ```
  */
 export function socketOpener(
@@ -322,7 +334,12 @@ export interface RelayedSocketOptions {
  * one line.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { relayedSocketAcceptor, type RelayedSocketOptions } from "./upgrade.ts";
+ * import { ClusterListener, type ClusterListenerOptions } from "../http/cluster_listener.ts";
+ * declare const o: RelayedSocketOptions;
+ * declare const options: ClusterListenerOptions;
+ * const { sockets, tenant, hasClass, route, clock, random } = o;
  * const upgrade = relayedSocketAcceptor({ sockets, tenant, hasClass, route, clock, random });
  * await ClusterListener.start({ ...options, upgrade: (request) => upgrade(request) });
  * ```

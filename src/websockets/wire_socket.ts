@@ -52,12 +52,21 @@ export interface WireSocketOptions {
  * A WebSocket over `conn`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { WireSocket } from "./wire_socket.ts";
+ * import type { Forwarder } from "../http/forward.ts";
+ * import { systemClock as clock, systemRandom as random } from "../time/clock.ts";
+ * declare const forwarder: Forwarder;
+ * declare const owner: string;
+ * declare const path: string;
+ * declare const headers: [string, string][];
+ * declare const client: WebSocket;
+ * const maxMessageBytes = 1024 * 1024;
  * const up = await forwarder.upgrade(owner, { path, headers, protocol: "websocket" });
  * if (up.kind === "switched") {
  *   const socket = new WireSocket(up.conn, { role: "client", maxMessageBytes, clock, random,
  *     leftover: up.leftover });
- *   socket.listen({ open() {}, message: (m) => client.send(m), close: (code, reason) => {} });
+ *   socket.listen({ open() {}, message: (m) => client.send("text" in m ? m.text : m.binary), close: (code, reason) => {} });
  * }
  * ```
  */
