@@ -102,7 +102,8 @@ interface Armed {
  * declare const routing: RequestRouting;
  * const log = createLogger();
  * const timers = new AlarmTimers({ clock, log, fire: (key, due) => routing.routeAlarm(key, due) });
- * timers.seen({ tenant: "default", class: "counter", name: "a" }, Date.now() + 1_000); // an event ended with this alarm
+ * const key = { tenant: "default", class: "counter", name: "a" };
+ * timers.seen(key, Date.now() + 1_000); // an event ended with this alarm
  * ```
  */
 export class AlarmTimers {

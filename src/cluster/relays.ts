@@ -41,7 +41,8 @@ interface Open {
  * declare const fingerprint: string;
  * declare const trusted: Set<string>;
  * const relays = new Relays();
- * const ended = relays.join({ node: "b", fingerprint }, client, up.conn, { fromPeer: up.leftover });
+ * const peer = { node: "b", fingerprint };
+ * const ended = relays.join(peer, client, up.conn, { fromPeer: up.leftover });
  * relays.revoke((peer) => trusted.has(peer.fingerprint!)); // after each listing
  * ```
  */

@@ -77,7 +77,8 @@ function executorClass(
  * ```ts
  * import { effectiveConfig } from "./served_classes.ts";
  * import { createLogger } from "../log.ts";
- * effectiveConfig("hub", { A: "1" }, { A: "2" }, createLogger()); // { A: "2" }, and a warning naming A
+ * const log = createLogger();
+ * effectiveConfig("hub", { A: "1" }, { A: "2" }, log); // { A: "2" }, and a warning naming A
  * ```
  */
 export function effectiveConfig(

@@ -48,8 +48,7 @@ export interface StoreOpenOptions {
  * ```ts
  * import { openActorStore, type StoreOpenOptions } from "./store_open.ts";
  * declare const options: StoreOpenOptions;
- * const { replication, actor, path, generation } = options;
- * const store = await openActorStore({ ...options, replication, actor, path, generation });
+ * const store = await openActorStore(options); // replication, actor, path, generation, …
  * ```
  */
 export async function openActorStore(o: StoreOpenOptions): Promise<ActorStore> {

@@ -86,7 +86,8 @@ export function takenFromAnyId(log: Logger): TakeRule {
  * import { takeFailure } from "./policies.ts";
  * import { HeldElsewhere, type OwnerRecord } from "../cluster/ownership.ts";
  * declare const record: OwnerRecord;
- * takeFailure(new HeldElsewhere("default/counter/a", record)); // { status: 503, heldBy: record.node, ... }
+ * const key = "default/counter/a";
+ * takeFailure(new HeldElsewhere(key, record)); // { status: 503, heldBy: record.node, ... }
  * ```
  */
 export function takeFailure(error: unknown): FailedOutcome {

@@ -66,7 +66,11 @@ export interface WireSocketOptions {
  * if (up.kind === "switched") {
  *   const socket = new WireSocket(up.conn, { role: "client", maxMessageBytes, clock, random,
  *     leftover: up.leftover });
- *   socket.listen({ open() {}, message: (m) => client.send("text" in m ? m.text : m.binary), close: (code, reason) => {} });
+ *   socket.listen({
+ *     open() {},
+ *     message: (m) => client.send("text" in m ? m.text : m.binary),
+ *     close: (code, reason) => client.close(code, reason),
+ *   });
  * }
  * ```
  */

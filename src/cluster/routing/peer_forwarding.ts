@@ -143,7 +143,8 @@ const EMPTY = new Uint8Array(0);
  * declare const request: ActorRequest;
  * const { timing, membership, lease, holders } = o;
  * const actor = { tenant: "default", class: "counter", name: "a" };
- * const peers = new PeerForwarding({ nodeId: "a", clock, log: createLogger(), timing, membership, lease,
+ * const log = createLogger();
+ * const peers = new PeerForwarding({ nodeId: "a", clock, log, timing, membership, lease,
  *   holders, plaintext: "accept" });
  * const address = peers.addressOf(membership.peer("b")?.heartbeat);
  * const outcome = await peers.forward(address!, "b", actor, request);
