@@ -85,8 +85,18 @@ export const CLOSE_GRACE_MS = 19_000;
 
 /** Options of {@linkcode ExecutorPool}. */
 export interface ExecutorPoolOptions {
-  /** Number of executor processes at most (one per core by default), each started on first use. */
+  /**
+   * Number of executor processes (one per core by default), each started on
+   * first use unless `startAll`.
+   */
   size: number;
+  /**
+   * Every executor started with the pool, not on first use: a cluster node's,
+   * whose events carry a lease end and whose takeovers should not also wait
+   * for a process to start. A standalone node starts them on first use, so an
+   * idle one runs only those its actors need.
+   */
+  startAll?: boolean;
   dataDir: string;
   classes: ExecutorClass[];
   /** The seq of the app's version `classes` are; 0 (the default) without an app. */
@@ -279,6 +289,25 @@ export class ExecutorPool {
     assert(!this.#started, "an executor pool starts once");
     this.#started = true;
     this.#events = events;
+    if (this.#options.startAll) {
+      for (let index = 0; index < this.#options.size; index++) this.#executorAt(index);
+    }
+  }
+
+  /**
+   * Starts the executor `actor` runs on, if it is not started yet, ahead of
+   * an event known to come (an alarm armed), so that event does not wait for
+   * a process to start.
+   *
+   * @example
+   * ```ts
+   * import type { ExecutorPool } from "./executor_pool.ts";
+   * declare const pool: ExecutorPool;
+   * pool.warm({ tenant: "default", class: "counter", name: "alice" });
+   * ```
+   */
+  warm(actor: ActorKey): void {
+    if (this.#started) this.#executorAt(this.executorOf(actor));
   }
 
   /** The executors started so far. */

@@ -53,6 +53,11 @@ export interface AlarmTimersOptions {
   /** Told of each firing that ran on-alarm, and of each retry. */
   onFired?: (source: AlarmSource) => void;
   onRetry?: () => void;
+  /**
+   * Readies what the alarm's event runs on (its executor) as the alarm is
+   * armed, so the firing does not wait for it to start.
+   */
+  warm?: (key: ActorKey) => void;
   /** Told of each alarm given to the timer, as it is given (the simulator's alarm checks). */
   observer?: AlarmTimerObserver;
 }
@@ -195,6 +200,7 @@ export class AlarmTimers {
     }
     const armed: Armed = { key, id, due, at: due, failures: 0, source, firing: false };
     this.#armed.set(id, armed);
+    this.#o.warm?.(key);
     this.#schedule(armed);
   }
 

@@ -142,7 +142,7 @@ export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {
   const actors = actorPart(input, seams, { store, cluster, takes, fileLimit });
   const deploys = deploysPart(input, { store, cluster, actors });
   const routing = routingPart(input, seams, { store, bounds, cluster, actors, deploys });
-  const alarms = alarmsPart(input, seams, { store, cluster, routing }, tenant);
+  const alarms = alarmsPart(input, seams, { store, cluster, actors, routing }, tenant);
   const sockets = socketsPart(input, seams, {
     store,
     bounds,

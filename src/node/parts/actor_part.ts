@@ -60,6 +60,7 @@ export function actorPart(
   const { clock, log } = seams;
   const pool = new ExecutorPool({
     size: options.executors,
+    startAll: plane !== undefined,
     dataDir,
     classes: catalog.specs(),
     deploySeq: catalog.seq,

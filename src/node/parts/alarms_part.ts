@@ -13,6 +13,7 @@ import { ALARM_SWEEP_MS } from "../../limits.ts";
 import type { BucketPart } from "./bucket_part.ts";
 import type { ClusterPart } from "./cluster_part.ts";
 import type { RoutingPart } from "./routing_part.ts";
+import type { ActorPart } from "./actor_part.ts";
 import type { NodeInput, NodeSeams } from "./seams.ts";
 
 /** The timer and the sweep. */
@@ -39,14 +40,21 @@ export interface AlarmsPart {
  * declare const seams: NodeSeams;
  * declare const store: BucketPart;
  * declare const cluster: ClusterPart;
+ * import type { ActorPart } from "./actor_part.ts";
  * declare const routing: RoutingPart;
- * const { alarmTimers } = alarmsPart(input, seams, { store, cluster, routing }, "default");
+ * declare const actors: ActorPart;
+ * const { alarmTimers } = alarmsPart(input, seams, { store, cluster, actors, routing }, "default");
  * ```
  */
 export function alarmsPart(
   { options }: NodeInput,
   seams: NodeSeams,
-  { store, cluster, routing }: { store: BucketPart; cluster: ClusterPart; routing: RoutingPart },
+  { store, cluster, actors, routing }: {
+    store: BucketPart;
+    cluster: ClusterPart;
+    actors: ActorPart;
+    routing: RoutingPart;
+  },
   tenant: string,
 ): AlarmsPart {
   const { clock, log } = seams;
@@ -55,6 +63,8 @@ export function alarmsPart(
     clock,
     log,
     fire: (key, due) => routing.routing.routeAlarm(key, due),
+    // A standalone node starts executors on first use: the firing should not wait for one.
+    warm: (key) => actors.pool.warm(key),
     retryMaxMs: options.alarmRetryMaxMs,
     onFired: (by) => counters.alarmFired(by),
     onRetry: () => counters.alarmRetried(),
