@@ -516,3 +516,23 @@ Deno.test("closing the pool while its executor starts answers the first event 50
     await Deno.remove(dataDir, { recursive: true });
   }
 });
+
+Deno.test("an executor that does not start within its start allowance fails its first event 503 naming the start, not a 504 of the event", async () => {
+  const dataDir = await Deno.makeTempDir();
+  // Slower than EXECUTOR_START_MS (10 s) and the event's 1 s together.
+  const pool = await testbedPool(dataDir, [], {
+    command: slowStartCommand(13),
+    eventTimeoutMs: 1000,
+  });
+  try {
+    const outcome = await pool.run(0, testbed("a"), 1, request("/rows"));
+    assert.deepEqual(outcome, {
+      kind: "failed",
+      status: 503,
+      message: "the actor's executor did not start within 11 s; retry",
+    });
+  } finally {
+    await pool.close();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
