@@ -71,3 +71,40 @@ function transpileChild(parent: number): number | undefined {
   }
   return undefined;
 }
+
+Deno.test("serve refuses a component wasm-tools cannot read with one line naming the file and the cause", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    // A component's header, then bytes that end in the middle of a section.
+    const broken = `${dir}/broken.wasm`;
+    await Deno.writeFile(
+      broken,
+      new Uint8Array([0, 0x61, 0x73, 0x6d, 0x0d, 0, 1, 0, 1, 2, 3, 0x67, 0x61, 0x72]),
+    );
+    const { code, stderr } = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        `${ROOT}main.ts`,
+        "serve",
+        "--actor",
+        `counter=${broken}`,
+        "--data-dir",
+        `${dir}/data`,
+        "--listen",
+        "127.0.0.1:0",
+      ],
+      stdout: "null",
+      stderr: "piped",
+      signal: AbortSignal.timeout(60_000),
+    }).output();
+    const text = new TextDecoder().decode(stderr);
+    assert.equal(code, 1, text);
+    assert.match(
+      text,
+      /^wasmkeep: [^\n]*broken\.wasm: is not a valid component: [^\n]+: unexpected end-of-file[^\n]*\n$/,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
