@@ -75,7 +75,9 @@ const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
  * dotSegmentProblem("http://a/actor/counter/alice"); // undefined
  * ```
  */
-export function dotSegmentProblem(target: string): { status: 400; line: string } | undefined {
+export function dotSegmentProblem(sent: string): { status: 400; line: string } | undefined {
+  // The URL parser takes a backslash for a slash in http(s) URLs.
+  const target = sent.replaceAll("\\", "/");
   if (!target.includes("/.") && !/%2e/i.test(target)) return undefined;
   const start = target.indexOf("/", target.indexOf("//") + 2);
   if (start < 0) return undefined;

@@ -125,6 +125,11 @@ Deno.test("a '.' or '..' for an actor's class or name is a bad name (400 with th
         ["/actor/../x", badClass],
         ["/actor/%2e%2e/counter/x", badClass],
         ["/actor/./counter/x", badClass],
+        // The URL parser takes a backslash for a slash in http: URLs.
+        ["/actor/counter\\..", badName],
+        ["/actor/counter\\%2e%2e", badName],
+        ["/actor/..\\x", badClass],
+        ["/actor\\..\\counter\\x", badClass],
         // As other bad names get it.
         ["/actor/counter/a..b", "bad actor name: the name must not contain '..'"],
       ]
