@@ -15,19 +15,20 @@
  *   (nothing, the executor's modules, the node's modules, a Worker), with
  *   V8's heap (`Deno.memoryUsage()` after the import).
  *
- * Usage: `deno run -A bench/idle_memory.ts [--short] [--idle-ms N] [--json]`.
- * `--short` runs `cold` only, idle 2 s. See docs/performance.md "Idle memory".
+ * Usage: `deno run -A bench/idle_memory.ts [--quick] [--idle-ms N] [--json]`.
+ * `--quick` runs `cold` only, idle 2 s. See docs/performance.md "Idle memory".
  *
  * @module
  */
 
+import { benchTempDir, endBench, onCleanup, QUICK, startBench } from "./command.ts";
 import { processTree, ROOT, type ServerProcess, startServer, stopAll } from "./processes.ts";
 
-const HELP = `bench/idle_memory.ts: the memory of an idle demo node (node + executors), from /proc
+const HELP = `Usage: deno run -A bench/idle_memory.ts [--quick] [--idle-ms N] [--json]
 
-usage: deno run -A bench/idle_memory.ts [--short] [--idle-ms N] [--json]
+The memory of an idle demo node (node + executors), from /proc.
 
-  --short      the cold run only (fresh data directory), idle 2 s: about 15 s
+  --quick      a short run: the cold run only (fresh data directory), idle 2 s: about 15 s
   --idle-ms N  how long the node idles after its one request (default 5000)
   --json       one JSON line per run instead of the table
   --help       this text
@@ -207,19 +208,14 @@ function printRun(result: IdleRun): void {
 if (import.meta.main) {
   const args = Deno.args;
   if (args[0] === "--part") await measurePart(args[1]);
-  if (args.includes("--help") || args.includes("-h")) {
-    console.log(HELP);
-    Deno.exit(0);
-  }
-  const known = new Set(["--short", "--json", "--idle-ms"]);
-  const unknown = args.find((arg, i) => !known.has(arg) && args[i - 1] !== "--idle-ms");
+  // The benchmarks' command line (bench/command.ts): --help, --quick, and
+  // the cleanups at the end or on SIGINT and SIGTERM.
+  startBench(HELP);
   const idleAt = args.indexOf("--idle-ms");
-  const short = args.includes("--short");
+  const short = QUICK;
   const idleMs = idleAt >= 0 ? Number(args[idleAt + 1]) : short ? 2000 : 5000;
-  if (unknown !== undefined || !(idleMs >= 0)) {
-    console.error(
-      `idle_memory: unknown or bad argument '${unknown ?? args[idleAt + 1]}' (see --help)`,
-    );
+  if (!(idleMs >= 0)) {
+    console.error(`idle_memory: --idle-ms takes milliseconds, not '${args[idleAt + 1]}'`);
     Deno.exit(2);
   }
   if (Deno.build.os !== "linux") {
@@ -227,14 +223,8 @@ if (import.meta.main) {
     Deno.exit(2);
   }
   const json = args.includes("--json");
-  const dir = await Deno.makeTempDir({ prefix: "wasmkeep-idle-" });
-  const cleanUp = async () => {
-    await stopAll();
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
-  };
-  for (const signal of ["SIGINT", "SIGTERM"] as const) {
-    Deno.addSignalListener(signal, () => cleanUp().finally(() => Deno.exit(130)));
-  }
+  const dir = await benchTempDir({ prefix: "wasmkeep-idle-" });
+  onCleanup(stopAll);
   try {
     const runs: [string, boolean][] = short
       ? [["cold", false]]
@@ -258,6 +248,6 @@ if (import.meta.main) {
       }
     }
   } finally {
-    await cleanUp();
+    await endBench();
   }
 }

@@ -12,7 +12,7 @@ import { runExecutor } from "../src/executor/main.ts";
 import { executorNodePid } from "../src/executor/lifeline.ts";
 import { runTranspile } from "../src/actors/transpile_process.ts";
 import { VERSION } from "../src/version.ts";
-import { ComponentError } from "../src/actors/component.ts";
+import { ComponentError, TranspileFailure } from "../src/actors/component.ts";
 import { type NodeDependencies, NodeStartError } from "../src/node/mod.ts";
 
 /** The help text of `wasmkeep` itself. */
@@ -96,7 +96,10 @@ export async function runCli(args: string[], deps: NodeDependencies = {}): Promi
       console.error(`wasmkeep: ${error.message}`);
       return 2;
     }
-    if (error instanceof ComponentError || error instanceof NodeStartError) {
+    if (
+      error instanceof ComponentError || error instanceof TranspileFailure ||
+      error instanceof NodeStartError
+    ) {
       console.error(`wasmkeep: ${error.message}`);
       return 1;
     }

@@ -58,6 +58,28 @@ export class ComponentError extends Error {
   }
 }
 
+/**
+ * Raised when the transpile process failed (it was killed, or wrote what
+ * cannot be read): not a refusal of the component, which a later try may
+ * transpile; the message names the file.
+ */
+export class TranspileFailure extends Error {
+  /**
+   * The failure of the component at `path`'s transpile, for `why`.
+   *
+   * @example
+   * ```ts
+   * import { TranspileFailure } from "./component.ts";
+   * new TranspileFailure("a.wasm", "killed by SIGKILL").message;
+   * // "a.wasm: cannot be transpiled: the transpile process failed: killed by SIGKILL"
+   * ```
+   */
+  constructor(path: string, why: string) {
+    super(`${path}: cannot be transpiled: the transpile process failed: ${why}`);
+    this.name = "TranspileFailure";
+  }
+}
+
 const COMPONENT_VERSION = [0x0d, 0x00, 0x01, 0x00];
 const CORE_VERSION = [0x01, 0x00, 0x00, 0x00];
 
@@ -229,7 +251,12 @@ export async function componentFromBytes(
     return { className, path, hash, ...cached };
   }
 
-  const made = await transpileOffThread(bytes);
+  let made: Transpiled;
+  try {
+    made = await transpileOffThread(bytes);
+  } catch (error) {
+    throw new TranspileFailure(path, (error as Error).message);
+  }
   if (!made.ok) throw new ComponentError(path, made.problem);
   const { glue, coreModules, directModule, directProblem } = made;
   const fit = { directModule, directProblem };
@@ -336,10 +363,12 @@ async function inProcess(bytes: Uint8Array): Promise<Transpiled> {
   } catch {
     // It died before it read everything: its exit says why.
   }
-  const { code, stdout, stderr } = await output;
+  const { code, signal, stdout, stderr } = await output;
+  if (signal) throw new Error(`killed by ${signal} (out of memory?)`);
   if (code !== 0) {
-    const why = new TextDecoder().decode(stderr).trim().split("\n").pop() || `exit code ${code}`;
-    throw new Error(`the transpile process failed: ${why}`);
+    throw new Error(
+      new TextDecoder().decode(stderr).trim().split("\n").pop() || `exit code ${code}`,
+    );
   }
   return decodeTranspiled(stdout);
 }

@@ -119,10 +119,7 @@ export async function transpileComponent(bytes: Uint8Array): Promise<Transpiled>
   try {
     output = await transpile(bytes, transpileOptions());
   } catch (error) {
-    return {
-      ok: false,
-      problem: `is not a valid component: ${String((error as Error).message ?? error)}`,
-    };
+    return { ok: false, problem: `is not a valid component: ${oneLine(error)}` };
   }
   const exported = new Set(output.exports.map(([name]) => name));
   const missing = ACTOR_EXPORTS.filter(([, jco]) => !exported.has(jco)).map(([wit]) => wit);
@@ -194,4 +191,17 @@ function directFit(
     return { directProblem: "its strings are not UTF-8" };
   }
   return { directModule: main };
+}
+
+/**
+ * wasm-tools' error on one line: its "Caused by:" chain joined with ": ",
+ * so that the refusal stays the CLI's one line.
+ */
+function oneLine(error: unknown): string {
+  return String((error as Error)?.message ?? error)
+    .split("\n")
+    .map((line) => line.trim())
+    .filter((line) => line !== "" && line !== "Caused by:")
+    .map((line) => line.replace(/^\d+: /, ""))
+    .join(": ");
 }

@@ -642,19 +642,32 @@ export class ExecutorPool {
     const executor = this.#executors[index]!;
     pending.timedOut = true;
     const seconds = this.#options.eventTimeoutMs / 1000;
-    pending.resolve({
-      kind: "failed",
-      status: 504,
-      message: `the actor did not finish its event within ${seconds} s`,
-    });
+    // An executor that never got ready ran nothing of the event: its start
+    // took the allowance, a retry may find it (or its replacement) ready.
+    pending.resolve(
+      executor.ready
+        ? {
+          kind: "failed",
+          status: 504,
+          message: `the actor did not finish its event within ${seconds} s`,
+        }
+        : {
+          kind: "failed",
+          status: 503,
+          message: `the actor's executor did not start within ${
+            (EXECUTOR_START_MS + this.#options.eventTimeoutMs) / 1000
+          } s; retry`,
+        },
+    );
     // An executor that still reads its messages drops the event at once;
     // one stuck in the event cannot, and is killed.
     this.#write(executor, { type: "abandon", seq: pending.seq, actor: pending.actor });
     this.#options.clock.setTimer(ABANDON_GRACE_MS, () => {
       if (this.#executors[index] === executor && executor.pending.has(pending.seq)) {
-        this.#options.log.warn("event over its wall-clock limit; replacing its executor", {
-          actor: actorKeyString(pending.actor),
-        });
+        const what = executor.ready
+          ? "event over its wall-clock limit; replacing its executor"
+          : "executor did not start within its allowance; replacing it";
+        this.#options.log.warn(what, { actor: actorKeyString(pending.actor) });
         this.#replace(executor, "stuck");
       }
     });

@@ -18,7 +18,7 @@ import type { Logger } from "../log.ts";
 import type { Clock, Timer } from "../time/clock.ts";
 import type { Bucket } from "../bucket/bucket.ts";
 import { describeError } from "../describe_error.ts";
-import { ComponentError } from "../actors/component.ts";
+import { ComponentError, TranspileFailure } from "../actors/component.ts";
 import { APP_POLL_MS } from "../limits.ts";
 import { type AppName, appNameString } from "./app_name.ts";
 import { type AppVersion, ManifestError } from "./manifest.ts";
@@ -207,7 +207,10 @@ export class AppFollower {
           `the app's version ${current.version} (seq ${current.seq}) cannot be applied: ${error.message}`,
         );
       } else if (!applied) {
-        this.#problem = "the bucket did not answer the read of the app's version";
+        // Not a refusal: the next check tries again.
+        this.#problem = error instanceof TranspileFailure
+          ? `the app's version ${current.version} is not applied yet: ${error.message}`
+          : "the bucket did not answer the read of the app's version";
       }
       log.warn("the app's version could not be applied", {
         app: name,

@@ -4,7 +4,7 @@
  * @module
  */
 
-import { actorNameProblem } from "../actors/key.ts";
+import { actorNameProblem, classNameProblem } from "../actors/key.ts";
 
 /** An actor path's class, name and what follows the name. */
 export interface ActorTarget {
@@ -17,8 +17,8 @@ export interface ActorTarget {
 /**
  * The actor a path `/actor/<class>/<name>[/<rest>]` names, with what
  * follows its name (`/` when nothing does); or the status and line of the
- * answer refusing it (400 for a name that is not valid, 404 for a class
- * this node does not have).
+ * answer refusing it (400 for a name that is not valid, or a class no node
+ * could have, 404 for a class this node does not have).
  *
  * @example
  * ```ts
@@ -40,6 +40,18 @@ export function actorTarget(
     return { status: 400, line: "bad request: the path is not valid percent-encoding" };
   }
   if (!hasClass(className)) {
+    // Empty, too long or with control characters, no node could serve it:
+    // a bad class, not a missing one (and never echoed back).
+    if (className.length === 0) {
+      return {
+        status: 400,
+        line: "bad actor class: the path names no class (/actor/<class>/<name>)",
+      };
+    }
+    const shape = classNameProblem(className);
+    if (shape && actorNameProblem(className)) {
+      return { status: 400, line: `bad actor class: ${shape}` };
+    }
     return { status: 404, line: `no actor class '${className}' on this node` };
   }
   const problem = actorNameProblem(name);
@@ -63,7 +75,9 @@ const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
  * dotSegmentProblem("http://a/actor/counter/alice"); // undefined
  * ```
  */
-export function dotSegmentProblem(target: string): { status: 400; line: string } | undefined {
+export function dotSegmentProblem(sent: string): { status: 400; line: string } | undefined {
+  // The URL parser takes a backslash for a slash in http(s) URLs.
+  const target = sent.replaceAll("\\", "/");
   if (!target.includes("/.") && !/%2e/i.test(target)) return undefined;
   const start = target.indexOf("/", target.indexOf("//") + 2);
   if (start < 0) return undefined;

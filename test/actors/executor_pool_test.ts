@@ -467,3 +467,72 @@ Deno.test("an executor's start is not its first event's time", async () => {
     await Deno.remove(dataDir, { recursive: true });
   }
 });
+
+/** Starts the real executor module, counting its launches and keeping their sockets' paths. */
+function countedCommand(launches: { count: number; sockets?: string[] }) {
+  const module = new URL("../../src/executor/main.ts", import.meta.url).href;
+  return (socketPath: string) => {
+    launches.count++;
+    launches.sockets?.push(socketPath);
+    return {
+      program: Deno.execPath(),
+      args: ["run", "-A", "--no-prompt", module, socketPath, String(Deno.pid)],
+    };
+  };
+}
+
+Deno.test("many actors' first events at once on a shard not started yet start one executor, and all run", async () => {
+  const dataDir = await Deno.makeTempDir();
+  const launches = { count: 0 };
+  const pool = await testbedPool(dataDir, [], { command: countedCommand(launches) });
+  try {
+    const outcomes = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => pool.run(0, testbed(`a${i}`), 1, request("/self"))),
+    );
+    assert.deepEqual(outcomes.filter((outcome) => outcome.kind !== "response"), []);
+    assert.equal(launches.count, 1);
+  } finally {
+    await pool.close();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
+
+Deno.test("closing the pool while its executor starts answers the first event 503 and leaves no process", async () => {
+  const dataDir = await Deno.makeTempDir();
+  const launches = { count: 0, sockets: [] as string[] };
+  const pool = await testbedPool(dataDir, [], { command: countedCommand(launches) });
+  try {
+    const first = pool.run(0, testbed("a"), 1, request("/self"));
+    // Launched, not ready: a process loads its modules for longer than this.
+    await new Promise((r) => setTimeout(r, 100));
+    await pool.close();
+    const outcome = await first;
+    assert.equal(outcome.kind === "failed" && outcome.status, 503);
+    assert.equal(launches.count, 1);
+    // Other tests' processes may run beside it (--parallel): its own is found by its socket.
+    const found = await new Deno.Command("pgrep", { args: ["-f", launches.sockets[0]] }).output();
+    assert.equal(new TextDecoder().decode(found.stdout).trim(), "");
+  } finally {
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
+
+Deno.test("an executor that does not start within its start allowance fails its first event 503 naming the start, not a 504 of the event", async () => {
+  const dataDir = await Deno.makeTempDir();
+  // Slower than EXECUTOR_START_MS (10 s) and the event's 1 s together.
+  const pool = await testbedPool(dataDir, [], {
+    command: slowStartCommand(13),
+    eventTimeoutMs: 1000,
+  });
+  try {
+    const outcome = await pool.run(0, testbed("a"), 1, request("/rows"));
+    assert.deepEqual(outcome, {
+      kind: "failed",
+      status: 503,
+      message: "the actor's executor did not start within 11 s; retry",
+    });
+  } finally {
+    await pool.close();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});

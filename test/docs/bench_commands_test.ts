@@ -12,7 +12,7 @@ import { command, ROOT, runLine } from "./doc_commands.ts";
 
 /** The benchmarks: `bench/*_bench.ts` and the ones docs/performance.md also runs. */
 async function benches(): Promise<string[]> {
-  const names = ["ab.ts", "hop_ceiling.ts", "pair_cpu.ts"];
+  const names = ["ab.ts", "hop_ceiling.ts", "idle_memory.ts", "pair_cpu.ts"];
   for await (const entry of Deno.readDir(`${ROOT}bench`)) {
     if (entry.name.endsWith("_bench.ts")) names.push(entry.name);
   }

@@ -125,6 +125,11 @@ Deno.test("a '.' or '..' for an actor's class or name is a bad name (400 with th
         ["/actor/../x", badClass],
         ["/actor/%2e%2e/counter/x", badClass],
         ["/actor/./counter/x", badClass],
+        // The URL parser takes a backslash for a slash in http: URLs.
+        ["/actor/counter\\..", badName],
+        ["/actor/counter\\%2e%2e", badName],
+        ["/actor/..\\x", badClass],
+        ["/actor\\..\\counter\\x", badClass],
         // As other bad names get it.
         ["/actor/counter/a..b", "bad actor name: the name must not contain '..'"],
       ]
@@ -135,4 +140,29 @@ Deno.test("a '.' or '..' for an actor's class or name is a bad name (400 with th
     assert.equal((await rawGet(port, "/actor/counter/alice/a/../b")).status, 200);
   });
   assert.deepEqual(ran, ["alice /b"]);
+});
+
+Deno.test("an empty class, or one no node could have (control characters, too long), is a bad class (400), not a missing one", async () => {
+  const rule = "bad actor class: a class name is lower-case letters, digits, '-' and '_', " +
+    "starting with a letter, at most 63 characters";
+  await serving(CLIENT_ROUTES, context([]), async (port) => {
+    const empty = "bad actor class: the path names no class (/actor/<class>/<name>)";
+    for (const target of ["/actor//x", "/actor/"]) {
+      assert.deepEqual(await rawGet(port, target), { status: 400, node: "node-a", line: empty });
+    }
+    for (const target of ["/actor/%00/x", "/actor/a%01b/x", `/actor/${"a".repeat(300)}/x`]) {
+      assert.deepEqual(
+        await rawGet(port, target),
+        { status: 400, node: "node-a", line: rule },
+        target,
+      );
+    }
+    // A class of a valid shape that this node lacks stays a 404.
+    assert.deepEqual(await rawGet(port, "/actor/nosuch/x"), {
+      status: 404,
+      node: "node-a",
+      line: "no actor class 'nosuch' on this node",
+    });
+    assert.equal((await rawGet(port, "/actor/Counter/x")).status, 404);
+  });
 });

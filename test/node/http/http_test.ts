@@ -29,11 +29,12 @@ Deno.test("bad requests get their status and a one-line message", async () => {
     assert.equal(ready.status, 200);
     assert.equal(await oneLine(ready), "ready");
 
-    // URL parsing already turns /actor/counter/%2E%2E into /actor/, so a
-    // bare ".." never reaches an actor; names holding ".." are refused.
+    // fetch's URL parsing already turns /actor/counter/%2E%2E into /actor/,
+    // so a bare ".." never reaches an actor: the path names no class, a bad
+    // request (item 7 of issue 28: it was a 404 "no actor class ''").
     const dotted = await get("/actor/counter/%2E%2E");
-    assert.equal(dotted.status, 404);
-    await dotted.body?.cancel();
+    assert.equal(dotted.status, 400);
+    assert.match(await oneLine(dotted), /^bad actor class: the path names no class/);
 
     const unknown = await get("/actor/nosuch/a");
     assert.equal(unknown.status, 404);
