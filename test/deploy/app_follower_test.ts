@@ -6,7 +6,7 @@ import { ClassCatalog } from "../../src/deploy/class_catalog.ts";
 import { deploy } from "../../src/deploy/deploy.ts";
 import { createLogger } from "../../src/log.ts";
 import { systemClock } from "../../src/time/clock.ts";
-import { COUNTER_WASM } from "../helpers/node_process.ts";
+import { COUNTER_WASM } from "../../src/testing/node_process.ts";
 
 Deno.test("a node whose transpile process failed on its app's first version says so while not ready, not that the bucket did not answer", async () => {
   const bucket = new MemoryBucket();

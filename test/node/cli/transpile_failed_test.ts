@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { COUNTER_WASM, ROOT } from "../../helpers/node_process.ts";
+import { COUNTER_WASM, ROOT } from "../../../src/testing/node_process.ts";
 import { until } from "../../helpers/until.ts";
 
 /**
