@@ -269,7 +269,8 @@ const SERVE_FLAGS: FlagSpec[] = [
     max: MAX_EXECUTORS,
     min: 1,
     value: "N",
-    description: "executor processes that run the actors, each started on first use",
+    description:
+      "executor processes that run the actors, each started on first use when standalone",
     defaultText: "one per core",
   },
   {
