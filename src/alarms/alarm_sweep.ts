@@ -51,12 +51,12 @@ export interface AlarmSweepOptions {
  * import { AlarmSweep } from "./alarm_sweep.ts";
  * import type { AlarmIndex } from "./alarm_index.ts";
  * import type { AlarmTimers } from "./alarm_timers.ts";
- * import type { LeaseDuties } from "../cluster/duties/scheduler.ts";
  * import { systemClock as clock } from "../time/clock.ts";
  * import { createLogger } from "../log.ts";
  * declare const index: AlarmIndex;
  * declare const timers: AlarmTimers;
- * declare const duties: LeaseDuties;
+ * // A cluster node's lease duties (cluster/duties/scheduler.ts) run it.
+ * declare const duties: { add(duty: ReturnType<AlarmSweep["duty"]>): void };
  * const log = createLogger();
  * const sweep = new AlarmSweep({ index, timers, clock, log, tenants: () => ["default"], graceMs: 15_000 });
  * duties.add(sweep.duty());

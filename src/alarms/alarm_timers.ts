@@ -101,12 +101,12 @@ interface Armed {
  * @example
  * ```ts
  * import { AlarmTimers } from "./alarm_timers.ts";
- * import type { RequestRouting } from "../cluster/routing/request_routing.ts";
+ * import type { AlarmTimersOptions } from "./alarm_timers.ts";
  * import { systemClock as clock } from "../time/clock.ts";
  * import { createLogger } from "../log.ts";
- * declare const routing: RequestRouting;
+ * declare const fire: AlarmTimersOptions["fire"]; // the node's routing of an alarm's event
  * const log = createLogger();
- * const timers = new AlarmTimers({ clock, log, fire: (key, due) => routing.routeAlarm(key, due) });
+ * const timers = new AlarmTimers({ clock, log, fire });
  * const key = { tenant: "default", class: "counter", name: "a" };
  * timers.seen(key, Date.now() + 1_000); // an event ended with this alarm
  * ```

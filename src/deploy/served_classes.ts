@@ -109,10 +109,9 @@ export function missingNames(requires: string[], config: Record<string, string>)
  * @example
  * ```ts
  * import { flagClasses } from "./served_classes.ts";
- * import type { NodeOptions } from "../node/options.ts";
  * import { createLogger } from "../log.ts";
- * declare const options: NodeOptions;
- * const classes = await flagClasses(options.actors, {
+ * declare const actors: Parameters<typeof flagClasses>[0]; // serve's --actor options
+ * const classes = await flagClasses(actors, {
  *   cacheDir: ".wasmkeep/cache",
  *   abi: "auto",
  *   log: createLogger(),

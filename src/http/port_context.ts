@@ -19,11 +19,10 @@ import type { AccessVerdict } from "../deploy/access_rule.ts";
  * @example
  * ```ts
  * import type { PortContext } from "./port_context.ts";
- * import { createPortHandler } from "./client_handler.ts";
- * import { CLIENT_ROUTES } from "./routes/tables.ts";
  * declare const node: Omit<PortContext, "nodeId" | "tenant">;
+ * // Given to createPortHandler (client_handler.ts) with a table of routes.
  * const context: PortContext = { ...node, nodeId: "node-a", tenant: "default" };
- * Deno.serve(createPortHandler(CLIENT_ROUTES, context));
+ * console.log(context.nodeId);
  * ```
  */
 export interface PortContext {

@@ -118,12 +118,12 @@ export interface NodeParts {
  * @example
  * ```ts
  * import { assembleNode, type NodeInput, type NodeSeams } from "./assemble.ts";
- * import { WasmKeepNode } from "./node.ts";
  * declare const input: NodeInput;
  * declare const seams: NodeSeams;
  * const { options, catalog, dataDir, bucketUrl } = input;
+ * // WasmKeepNode (node.ts) runs the parts' life from start to stop.
  * const parts = assembleNode({ options, catalog, dataDir, bucketUrl }, seams);
- * const node = WasmKeepNode.fromParts(parts);
+ * console.log(parts.listener.url);
  * ```
  */
 export function assembleNode(input: NodeInput, seams: NodeSeams): NodeParts {

@@ -43,10 +43,13 @@ export interface SocketLike {
  * @example
  * ```ts
  * import { webSocketOf } from "./socket_like.ts";
- * import type { ActorSockets } from "./actor_sockets.ts";
  * import type { ActorRequest } from "../actors/protocol.ts";
+ * import type { ActorKey } from "../actors/key.ts";
  * import { systemClock as clock } from "../time/clock.ts";
- * declare const sockets: ActorSockets;
+ * // The node's ActorSockets (actor_sockets.ts) takes the socket so made.
+ * declare const sockets: {
+ *   accept(key: ActorKey, upgrade: ActorRequest, socket: ReturnType<typeof webSocketOf>): void;
+ * };
  * declare const request: Request;
  * declare const upgrade: ActorRequest;
  * const key = { tenant: "default", class: "chat", name: "lobby" };

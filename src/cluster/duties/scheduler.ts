@@ -50,15 +50,14 @@ export const DUTY_RESTART_MS = 1000;
  *
  * @example
  * ```ts
- * import { LeaseDuties } from "./scheduler.ts";
- * import { fencePeers } from "./fence_peers.ts";
- * import type { ClusterPlane } from "../cluster_plane.ts";
+ * import { type LeaseDuty, LeaseDuties } from "./scheduler.ts";
  * import { systemClock as clock } from "../../time/clock.ts";
  * import { createLogger } from "../../log.ts";
- * declare const plane: ClusterPlane;
+ * declare const fence: LeaseDuty; // fencePeers(plane.membership), in ./fence_peers.ts
+ * declare const lease: Parameters<LeaseDuties["follow"]>[0];
  * const duties = new LeaseDuties({ clock, log: createLogger() });
- * duties.add(fencePeers(plane.membership));
- * duties.follow(plane.lease);
+ * duties.add(fence);
+ * duties.follow(lease);
  * await duties.stop();
  * ```
  */

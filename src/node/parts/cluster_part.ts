@@ -107,13 +107,11 @@ export function clusterPart(
  * ```ts
  * import { type ClusterPart, leaseDuties } from "./cluster_part.ts";
  * import type { NodeSeams } from "./seams.ts";
- * import type { AlarmsPart } from "./alarms_part.ts";
- * import type { ActorPart } from "./actor_part.ts";
  * declare const cluster: ClusterPart;
- * declare const alarms: AlarmsPart;
- * declare const actors: ActorPart;
+ * declare const alarmSweep: Parameters<typeof leaseDuties>[1]; // the alarms part's sweep
+ * declare const pool: Parameters<typeof leaseDuties>[2]; // the actor part's executor pool
  * declare const seams: NodeSeams;
- * const duties = leaseDuties(cluster.plane, alarms.alarmSweep, actors.pool, seams);
+ * const duties = leaseDuties(cluster.plane, alarmSweep, pool, seams);
  * ```
  */
 export function leaseDuties(
