@@ -79,11 +79,28 @@ Deno.test("alarms: 1,000 alarms due within one second on a 3-node cluster all fi
       const due = Date.now() + 20_000;
       const atStart = await allRequests(nodes);
       // Actor i is taken by the node it is first asked through.
+      // A set refused with a 503 that says to retry ran nothing (no entry, no
+      // upload): a client retries it. On a loaded machine a node's 3 s lease
+      // may lapse during the burst; such refusals are counted and shown.
+      let retried = 0;
       await each(ACTORS, async (i) => {
         const node = nodes[i % nodes.length];
-        const set = await request(`${node.url}/actor/testbed/burst-${i}/alarm?${due + i % 1000}`);
+        const url = `${node.url}/actor/testbed/burst-${i}/alarm?${due + i % 1000}`;
+        let set = await request(url);
+        for (let tries = 1; set.status === 503 && set.retryAfter !== null && tries < 5; tries++) {
+          retried++;
+          await new Promise((resolve) => setTimeout(resolve, 250));
+          set = await request(url);
+        }
         assert.equal(set.status, 200, set.body);
       });
+      if (retried > 0) {
+        console.log(`sets retried after a 503: ${retried}; the nodes' lease lines:`);
+        for (const node of nodes) {
+          console.log(node.logs().split("\n").filter((line) => /lease/.test(line)).join("\n"));
+        }
+      }
+      assert.ok(retried < ACTORS / 10, `${retried} sets refused`);
       assert.ok(Date.now() < due, "every alarm was set before the first was due");
       await new Promise((resolve) => setTimeout(resolve, TALLY_WAIT_MS));
       const setDone = await allRequests(nodes);
