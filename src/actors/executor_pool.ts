@@ -248,10 +248,15 @@ export function shardOf(id: string, size: number): number {
  * Runs actor events on executor processes.
  *
  * @example
- * ```ts ignore
- * const pool = new ExecutorPool({ size: 2, ... });
- * pool.start({ checkHold, onCall });
- * const outcome = await pool.run(pool.executorOf(actor), actor, request);
+ * ```ts
+ * import { ExecutorPool, type ExecutorPoolOptions } from "./executor_pool.ts";
+ * import type { ActorRequest } from "./protocol.ts";
+ * declare const options: ExecutorPoolOptions; // size, dataDir, classes, clock, log, ...
+ * declare const request: ActorRequest;
+ * const actor = { tenant: "default", class: "counter", name: "alice" };
+ * const pool = new ExecutorPool(options);
+ * pool.start({ checkHold: () => Promise.resolve(true) });
+ * const outcome = await pool.run(pool.executorOf(actor), actor, 1, request); // at generation 1
  * await pool.close();
  * ```
  */

@@ -18,8 +18,9 @@ import { transpileComponent, type Transpiled } from "./component_transpile.ts";
  * `wasmkeep __transpile` and `deno run` of this module do.
  *
  * @example
- * ```ts ignore
- * await runTranspile();
+ * ```ts
+ * import { runTranspile } from "./transpile_process.ts";
+ * await runTranspile(); // the component on stdin, the transpiled result on stdout
  * ```
  */
 export async function runTranspile(): Promise<void> {

@@ -46,7 +46,8 @@ const GROUP_STOP_SIGNALS: Deno.Signal[] = ["SIGINT", "SIGTERM"];
  * already is not). Unix only; elsewhere it does nothing.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { bindToNode } from "./lifeline.ts";
  * bindToNode(Number(Deno.args[1]));
  * ```
  */

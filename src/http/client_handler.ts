@@ -18,8 +18,11 @@ import type { Route } from "./routes/route.ts";
  * answer names the node that gave it.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { createPortHandler } from "./client_handler.ts";
  * import { CLIENT_ROUTES } from "./routes/tables.ts";
+ * import type { PortContext } from "./port_context.ts";
+ * declare const context: PortContext; // what the node answers with
  * Deno.serve(createPortHandler(CLIENT_ROUTES, context));
  * ```
  */

@@ -35,9 +35,12 @@ export function isActorPath({ request, url }: Pick<Incoming, "request" | "url">)
  * A `.` or `..` for the class or name is a bad name too, as sent.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { actorOf } from "./actor_path.ts";
+ * declare const incoming: Parameters<typeof actorOf>[0];
+ * declare const context: Parameters<typeof actorOf>[1];
  * const target = actorOf(incoming, context);
- * if (target instanceof Response) return target;
+ * console.log(target instanceof Response ? target.status : target.name);
  * ```
  */
 export function actorOf({ request, url }: Incoming, context: PortContext): ActorTarget | Response {
@@ -57,9 +60,12 @@ export function actorOf({ request, url }: Incoming, context: PortContext): Actor
  * actor that never existed, a 503 when the bucket cannot tell, or nothing.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { existenceRefusal } from "./actor_path.ts";
+ * declare const context: Parameters<typeof existenceRefusal>[0];
+ * const key = { tenant: "default", class: "counter", name: "alice" };
  * const refusal = await existenceRefusal(context, key);
- * if (refusal) return refusal;
+ * console.log(refusal?.status ?? "exists");
  * ```
  */
 export async function existenceRefusal(

@@ -18,8 +18,12 @@ import type { Route } from "./route.ts";
  * The client port's routes.
  *
  * @example
- * ```ts ignore
- * Deno.serve(createPortHandler(CLIENT_ROUTES, context));
+ * ```ts
+ * import { CLIENT_ROUTES } from "./tables.ts";
+ * import type { Route } from "./route.ts";
+ * // createPortHandler (../client_handler.ts) tries them in this order.
+ * const paths: readonly Route[] = CLIENT_ROUTES;
+ * console.log(paths.length);
  * ```
  */
 export const CLIENT_ROUTES: readonly Route[] = [
@@ -37,8 +41,10 @@ export const CLIENT_ROUTES: readonly Route[] = [
  * it opens no WebSocket, is its context's.
  *
  * @example
- * ```ts ignore
- * const handler = createPortHandler(CLUSTER_ROUTES, clusterContext);
+ * ```ts
+ * import { CLIENT_ROUTES, CLUSTER_ROUTES } from "./tables.ts";
+ * // Served under the cluster listener's policy by createPortHandler (../client_handler.ts).
+ * console.log(CLIENT_ROUTES.filter((route) => !CLUSTER_ROUTES.includes(route)).length); // 1
  * ```
  */
 export const CLUSTER_ROUTES: readonly Route[] = [
