@@ -244,6 +244,9 @@ export type FromExecutor =
   | { type: "behind"; seq: number }
   | { type: "closed" };
 
+/** The folder of the data directory that holds the actors' databases. */
+export const ACTORS_DIR = "actors";
+
 /**
  * Path of an actor's database under the data directory.
  *
@@ -255,7 +258,7 @@ export type FromExecutor =
  * ```
  */
 export function actorDatabasePath(dataDir: string, actor: ActorKey): string {
-  return `${dataDir}/actors/${actor.tenant}/${actor.class}/${actorFileStem(actor.name)}.db`;
+  return `${dataDir}/${ACTORS_DIR}/${actor.tenant}/${actor.class}/${actorFileStem(actor.name)}.db`;
 }
 
 /** A message across the process boundary that is not of the protocol's shape. */

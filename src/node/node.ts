@@ -40,6 +40,7 @@ import { type ClusterOptions, NODE_DEFAULTS, type NodeOptions, NodeStartError } 
 import { assembleNode, type NodeParts, type NodeSeams } from "./assemble.ts";
 import { denoListen } from "./listen.ts";
 import { identityHosts, isPublicAddress } from "./addresses.ts";
+import { ACTORS_DIR } from "../actors/protocol.ts";
 
 /** How often the cluster listener's peers are checked against the heartbeats. */
 export const TRUST_SWEEP_MS = 250;
@@ -692,9 +693,6 @@ function openNodeBucket(url: string, clock: Clock, random: Random): Bucket {
 
 /** Where, under the data directory, the transpiled components are kept. */
 const COMPONENT_CACHE_DIR = "cache/components";
-
-/** Where, under the data directory, the actors' databases are kept (actorDatabasePath). */
-const ACTORS_DIR = "actors";
 
 /**
  * Makes the data directory and the folders the node writes under it, and
