@@ -1,7 +1,7 @@
 /**
  * The transpile of a component by jco, and what its output must show: the
  * world's exports, only the world's imports, and whether the direct
- * bindings fit it. Run off the node's main thread (transpile_worker.ts),
+ * bindings fit it. Run in a process of its own (transpile_process.ts),
  * since a large component takes jco seconds.
  *
  * @module
