@@ -5,6 +5,7 @@
  * @module
  */
 
+import { freePort } from "../src/testing/loopback.ts";
 import type { LoadResult, LoadSpec } from "./load_gen.ts";
 import { onCleanup, spawnTracked } from "./command.ts";
 
@@ -281,14 +282,6 @@ export function describeTree(root: string): string {
   const count = changed.split("\n").filter(Boolean).length;
   return `${root} at ${commit}` +
     (count > 0 ? ` with ${count} uncommitted change(s) in main.ts, cli/, src/` : " (clean)");
-}
-
-/** A port free now on loopback. */
-export function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
 }
 
 /** How {@linkcode startBenchNode} starts a node. */

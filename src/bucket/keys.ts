@@ -22,6 +22,10 @@ export const ALARMS_PREFIX = "alarms/";
 export const APPS_PREFIX = "apps/";
 /** Prefix of the start-up probe's throwaway objects. */
 export const PROBE_PREFIX = "probe/";
+/** Prefix of the drain requests, one per node being drained (ADR 0014). */
+export const DRAINS_PREFIX = "drains/";
+/** Prefix of the move requests, one per actor being moved (ADR 0017). */
+export const MOVES_PREFIX = "moves/";
 /** The random secret that signs calls between nodes. */
 export const CLUSTER_SECRET_KEY = "cluster/secret";
 
@@ -55,6 +59,33 @@ export function segment(value: string): string {
  */
 export function nodeKey(nodeId: string): string {
   return NODES_PREFIX + segment(nodeId);
+}
+
+/**
+ * The request that node `nodeId` drain: `drains/<id>` (ADR 0014).
+ *
+ * @example
+ * ```ts
+ * import { drainKey } from "./keys.ts";
+ * drainKey("b"); // "drains/b"
+ * ```
+ */
+export function drainKey(nodeId: string): string {
+  return DRAINS_PREFIX + segment(nodeId);
+}
+
+/**
+ * The request that an actor move to another node:
+ * `moves/<tenant>/<class>/<name>` (ADR 0017).
+ *
+ * @example
+ * ```ts
+ * import { moveKey } from "./keys.ts";
+ * moveKey({ tenant: "acme", class: "room", name: "lobby" }); // "moves/acme/room/lobby"
+ * ```
+ */
+export function moveKey(actor: ActorKey): string {
+  return MOVES_PREFIX + actorPath(actor);
 }
 
 function actorPath(actor: ActorKey): string {

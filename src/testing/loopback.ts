@@ -7,12 +7,40 @@
 
 import type { ByteConn } from "../net/h1/connection.ts";
 
-/** A port free now on loopback. */
+/**
+ * Ports handed out by {@linkcode freePort}: below Linux's ephemeral range
+ * (32768 to 60999), which the kernel gives to `port: 0` listeners and
+ * outgoing connections. A port taken from that range and closed again can
+ * be handed to another process's `port: 0` listener before its user binds
+ * it (seen in CI: a node's client port took a peer's cluster port).
+ */
+const FREE_PORT_RANGE = { low: 20_000, high: 32_768 } as const;
+const FREE_PORT_TRIES = 200;
+
+/**
+ * A port free now on loopback, picked at random outside the ephemeral range,
+ * so that only another caller of this function can take it before its user
+ * binds it.
+ *
+ * @example
+ * ```ts
+ * import { freePort } from "./loopback.ts";
+ * const server = Deno.serve({ hostname: "127.0.0.1", port: freePort() }, () => new Response("ok"));
+ * await server.shutdown();
+ * ```
+ */
 export function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
+  const span = FREE_PORT_RANGE.high - FREE_PORT_RANGE.low;
+  for (let i = 0; i < FREE_PORT_TRIES; i++) {
+    const port = FREE_PORT_RANGE.low + Math.floor(Math.random() * span);
+    try {
+      Deno.listen({ hostname: "127.0.0.1", port }).close();
+      return port;
+    } catch (error) {
+      if (!(error instanceof Deno.errors.AddrInUse)) throw error;
+    }
+  }
+  throw new Error(`no free loopback port in ${FREE_PORT_TRIES} tries`);
 }
 
 /** A TCP pair on loopback: [the accepted side, the connecting side]. */

@@ -64,6 +64,10 @@ const LAYERS: readonly { folder: string; why: string }[] = [
     folder: "executor",
     why: "the executor process: runs actors, their alarms and socket messages",
   },
+  {
+    folder: "handover",
+    why: "drains and moves: their requests in the bucket, and handing actors to another node",
+  },
   { folder: "node", why: "a node assembled from all of the above, from start to stop" },
   {
     folder: "testing",

@@ -19,7 +19,6 @@ import {
   checkCurl,
   cleanClone,
   command,
-  freePort,
   freePorts,
   markedBlock,
   ROOT,
@@ -27,6 +26,7 @@ import {
   shBlocks,
   startServer,
 } from "./doc_commands.ts";
+import { freePort } from "../../src/testing/loopback.ts";
 
 const clone = await cleanClone();
 const scratch = await Deno.makeTempDir({ prefix: "wasmkeep-doc-commands-" });

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { freePort } from "../../src/testing/loopback.ts";
 import assert from "node:assert/strict";
 
 /** The repository root. */
@@ -61,14 +62,6 @@ export function command(line: string): string {
 /** A line's trailing comment, without `# `. */
 export function comment(line: string): string {
   return line.match(/\s#\s(.*)$/)?.[1]?.trim() ?? "";
-}
-
-/** A port free now on loopback. */
-export function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
 }
 
 /**

@@ -8,7 +8,8 @@
  */
 
 import assert from "node:assert/strict";
-import { cleanClone, command, freePort, markedBlock, runLine } from "./doc_commands.ts";
+import { cleanClone, command, markedBlock, runLine } from "./doc_commands.ts";
+import { freePort } from "../../src/testing/loopback.ts";
 import { cachedDenortPath, findDenort, offlineMessage } from "../../cli/check_denort.ts";
 
 const clone = await cleanClone();

@@ -89,6 +89,13 @@ function movedMeanwhile(holder: string): EventOutcome & { kind: "failed" } {
 }
 
 /** What an alarm's event carries as its request: nothing (the executor runs on-alarm). */
+/**
+ * How many times a request routed here is run when each take finds the
+ * actor held while the record, read again, still routes it here: a second
+ * take sees the record the race left, a third would only add load.
+ */
+const RUN_HERE_TRIES = 2;
+
 const ALARM_REQUEST: ActorRequest = {
   method: "POST",
   path: "/",
@@ -370,8 +377,11 @@ export class RequestRouting {
   /**
    * Runs a request routed here. A take that found the actor held (another
    * node won the race for it, or its holder is not gone as the process the
-   * record names) routes it again on the record as it is now, once: the
-   * outcome, or where it goes instead (never here).
+   * record names) routes it again on the record as it is now: the outcome,
+   * or where it goes instead (never here). When the record routes it here
+   * again (the take lost its races, or read a heartbeat the route read
+   * newer), it is run once more; a record that cannot be read then is the
+   * bucket's 503, not "held by another node".
    */
   async #runHere(
     cluster: ClusterPlane,
@@ -379,9 +389,18 @@ export class RequestRouting {
     request: ActorRequest,
     forwarded: boolean,
   ): Promise<EventOutcome | Exclude<Route, { kind: "local" }>> {
-    const outcome = await this.#o.dispatch(key, request);
-    if (outcome.kind !== "failed" || outcome.heldBy === undefined) return outcome;
-    const again = await cluster.route(key, forwarded, this.#o.holdsHere).catch(() => undefined);
-    return !again || again.kind === "local" ? outcome : again;
+    let outcome = await this.#o.dispatch(key, request);
+    for (let tries = 1;; tries++) {
+      if (outcome.kind !== "failed" || outcome.heldBy === undefined) return outcome;
+      let again;
+      try {
+        again = await cluster.route(key, forwarded, this.#o.holdsHere);
+      } catch (error) {
+        return { kind: "failed", ...lookupFailure(error) };
+      }
+      if (again.kind !== "local") return again;
+      if (tries === RUN_HERE_TRIES) return outcome;
+      outcome = await this.#o.dispatch(key, request);
+    }
   }
 }
