@@ -60,6 +60,10 @@ interface ActorState {
   inFlight: number;
   lastEventAt: number;
   executor: number;
+  /** Set while the actor is handed to another node: its new events are refused. */
+  handingOver?: true;
+  /** Woken when its events under way and queued are done, while it is handed over. */
+  idle?: () => void;
 }
 
 /**
@@ -210,6 +214,13 @@ export class ActorHost {
       this.#newest = state;
       this.#take(state);
     }
+    if (state.handingOver) {
+      return Promise.resolve({
+        kind: "failed",
+        status: 503,
+        message: "the actor is being handed to another node; retry",
+      });
+    }
     // One event runs; the others wait behind it.
     if (state.inFlight > this.#limits.maxQueuedEvents) {
       return Promise.resolve({
@@ -225,6 +236,7 @@ export class ActorHost {
       this.#inFlight--;
       actor.inFlight--;
       actor.lastEventAt = this.#clock.monotonic();
+      if (actor.inFlight === 0) actor.idle?.();
       if (this.#inFlight === 0) { for (const wake of this.#idleWaiters.splice(0)) wake(); }
     };
     const hold = actor.hold;
@@ -333,11 +345,39 @@ export class ActorHost {
     this.#holds.release(state.hold).catch(() => {});
   }
 
+  /**
+   * Hands `actor` over (a drain or a move, src/handover/): from now on its
+   * new events are answered 503 (retry), its events under way and queued
+   * finish, its executor closes it once its uploads landed, then its record
+   * is released. Until the release landed this node still holds it, so no
+   * event of its own takes it back meanwhile. False, doing nothing, when
+   * this node does not hold it (or hands it over already).
+   */
+  async handOver(actor: ActorKey): Promise<boolean> {
+    const id = actorKeyString(actor);
+    const state = this.#actors.get(id);
+    const hold = state?.hold;
+    if (!state || !hold || state.handingOver) return false;
+    state.handingOver = true;
+    if (state.inFlight > 0) {
+      await new Promise<void>((resolve) => state.idle = resolve);
+    }
+    try {
+      await this.#pool.drop(state.key, Number(hold.generation));
+      await this.#holds.release(hold);
+    } finally {
+      if (this.#actors.get(id) === state) this.#actors.delete(id);
+      if (this.#newest === state) this.#newest = undefined;
+    }
+    this.#log.debug("actor handed over", { actor: id });
+    return true;
+  }
+
   /** Evicts least recently used idle actors until one more fits. */
   #makeRoom(): boolean {
     if (this.#actors.size < this.#limits.maxResidentActors) return true;
     for (const state of this.#actors.values()) {
-      if (state.inFlight > 0) continue;
+      if (state.inFlight > 0 || state.handingOver) continue;
       this.#hibernate(state);
       return true;
     }
@@ -359,7 +399,9 @@ export class ActorHost {
     this.#sweep = this.#clock.setTimer(HIBERNATION_SWEEP_MS, () => {
       const cutoff = this.#clock.monotonic() - this.#limits.idleMs;
       for (const state of [...this.#actors.values()]) {
-        if (state.inFlight === 0 && state.lastEventAt <= cutoff) this.#hibernate(state);
+        if (state.inFlight === 0 && state.lastEventAt <= cutoff && !state.handingOver) {
+          this.#hibernate(state);
+        }
       }
       this.#scheduleSweep();
     });

@@ -33,3 +33,62 @@ Deno.test("an event the pool cannot run is answered 500 and leaves no count behi
   assert.equal(host.inFlight, 0);
   assert.equal(await host.drain(100), true);
 });
+
+Deno.test("a hand-over refuses new events, lets the queued ones finish, then drops and releases, in that order", async () => {
+  const steps: string[] = [];
+  const answers: (() => void)[] = [];
+  const pool = {
+    executorOf: () => 0,
+    run: () =>
+      new Promise((resolve) => {
+        steps.push("run");
+        answers.push(() => {
+          steps.push("answered");
+          resolve({
+            kind: "response",
+            response: { status: 200, headers: [], body: new Uint8Array() },
+          });
+        });
+      }),
+    drop: () => {
+      steps.push("drop");
+      return Promise.resolve(true);
+    },
+  } as unknown as ExecutorPool;
+  const holds = {
+    take: () => Promise.resolve({ generation: 1n }),
+    takeFailure: () => ({ kind: "failed" as const, status: 503, message: "not taken" }),
+    release: () => {
+      steps.push("release");
+      return Promise.resolve();
+    },
+    stillHolds: () => Promise.resolve(true),
+  };
+  const host = new ActorHost(
+    pool,
+    holds,
+    { maxQueuedEvents: 4, maxResidentActors: 10, idleMs: 60_000 },
+    systemClock,
+    createLogger({ sink: () => {} }),
+  );
+  const key = { tenant: "default", class: "c", name: "n" };
+  const request = { method: "GET", path: "/", query: "", headers: [], body: new Uint8Array() };
+  const first = host.dispatch(key, request);
+  while (!host.holds(key)) await new Promise((r) => setTimeout(r, 1));
+  const queued = host.dispatch(key, request);
+  assert.equal(await host.handOver({ ...key, name: "other" }), false, "not held: nothing done");
+  const handing = host.handOver(key);
+  const refused = await host.dispatch(key, request);
+  assert.equal(refused.kind === "failed" && refused.status, 503);
+  assert.equal(await host.handOver(key), false, "already handed over");
+  assert.equal(steps.includes("drop"), false, "nothing dropped while events are under way");
+  for (const answer of answers.splice(0)) answer();
+  assert.equal((await first).kind, "response");
+  assert.equal((await queued).kind, "response");
+  assert.equal(await handing, true);
+  assert.deepEqual(steps.slice(-2), ["drop", "release"]);
+  assert.equal(steps.filter((s) => s === "answered").length, 2);
+  assert.equal(host.holds(key), false);
+  assert.equal(host.residentCount, 0);
+  await host.drain(100);
+});
