@@ -156,6 +156,11 @@ export class AlarmTimers {
     return [...this.#armed.values()].map(({ key, due }) => ({ key, due }));
   }
 
+  /** When the alarm armed here for `key` is due, if one is (a hand-over sends it on). */
+  dueOf(key: ActorKey): number | undefined {
+    return this.#armed.get(actorKeyString(key))?.due;
+  }
+
   /**
    * An event of `key` ended with its alarm at `due` (null: none): armed at
    * that time, or disarmed. The same due time keeps its retry count.

@@ -147,6 +147,9 @@ interface OpenSocket {
   end: () => void;
 }
 
+/** The reason of a 1012 close when the actor is handed to another node. */
+export const HANDED_OVER_REASON = "the actor moved to another node";
+
 const EMPTY_REQUEST: ActorRequest = {
   method: "GET",
   path: "/",
@@ -323,6 +326,27 @@ export class ActorSockets {
     for (const entry of entries) {
       this.#closeHere(entry, CLOSE.serviceRestart, "the actor moved to another node");
     }
+    return entries.length;
+  }
+
+  /**
+   * Closes the sockets of `key` with 1012: the actor is handed to another
+   * node (a drain or a move, src/handover/). With `closeEvents` the actor
+   * hears each close (a move, a drain of an actor held here); without, it
+   * does not (a drained room that hibernated: this node does not take it
+   * back to run them). Resolves once those close events are with the host,
+   * so that a hand-over after it waits for them. How many were closed.
+   */
+  async closeHandedOver(key: ActorKey, closeEvents: boolean): Promise<number> {
+    const id = actorKeyString(key);
+    const sockets = this.#byActor.get(id);
+    if (!sockets) return 0;
+    const entries = [...sockets.values()];
+    for (const entry of entries) {
+      if (closeEvents) this.#closeByNode(entry, CLOSE.serviceRestart, HANDED_OVER_REASON);
+      else this.#closeHere(entry, CLOSE.serviceRestart, HANDED_OVER_REASON);
+    }
+    await this.#checks.get(id);
     return entries.length;
   }
 
