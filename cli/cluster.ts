@@ -1,16 +1,24 @@
 /**
- * `wasmkeep cluster status | fence | forget`: parses their flags and prints
- * what `src/cluster/status.ts` reads or `src/cluster/fence_forget.ts` writes
- * in the bucket.
+ * `wasmkeep cluster status | fence | forget | drain | undrain`: parses their
+ * flags and prints what `src/cluster/status.ts` reads,
+ * `src/cluster/fence_forget.ts` or `src/handover/drain_command.ts` writes in
+ * the bucket.
  *
  * @module
  */
 
 import { type FlagSpec, formatHelp, parseArgs, UsageError } from "./args.ts";
-import { openBucket, type OpenBucketOptions } from "../src/bucket/open.ts";
-import type { Bucket } from "../src/bucket/bucket.ts";
-import { S3ConfigError } from "../src/bucket/s3_config.ts";
-import { FileBucketMissing } from "../src/bucket/file.ts";
+import {
+  BUCKET_FLAG,
+  bucketUrl,
+  cannotOpen,
+  type ClusterIo,
+  consoleIo,
+  HELP_FLAG,
+  nodeIdArgument,
+  openOptions,
+  withBucket,
+} from "./bucket_command.ts";
 import { leaseTiming } from "../src/cluster/lease_timing.ts";
 import { formatDuration, readClusterStatus } from "../src/cluster/status.ts";
 import { formatClusterStatus } from "../src/cluster/status_text.ts";
@@ -21,38 +29,9 @@ import {
   type FenceOutcome,
   forgetNode,
 } from "../src/cluster/fence_forget.ts";
-import { isNodeId } from "../src/node_id.ts";
+import { drainNode, type DrainOutcome, undrainNode } from "../src/handover/drain_command.ts";
 
-/** Where the cluster commands print, and the clock they judge ages by (tests replace them). */
-export interface ClusterIo {
-  /** Prints a line (or lines) of the command's output. */
-  stdout(text: string): void;
-  /** Prints an error. */
-  stderr(text: string): void;
-  /** This machine's clock, ms since the epoch; default `Date.now`. */
-  now?: () => number;
-  /** The `AWS_*` variables for `s3://`; default the process's environment. */
-  env?: Record<string, string>;
-}
-
-const consoleIo: ClusterIo = {
-  stdout: (text) => console.log(text),
-  stderr: (text) => console.error(text),
-};
-
-const BUCKET_FLAG: FlagSpec = {
-  name: "bucket",
-  kind: "string",
-  value: "URL",
-  description:
-    "the cluster's bucket: s3://BUCKET[/PREFIX] (with the AWS_* variables) or file://PATH",
-};
-const HELP_FLAG: FlagSpec = {
-  name: "help",
-  short: "h",
-  kind: "boolean",
-  description: "show this help",
-};
+export type { ClusterIo } from "./bucket_command.ts";
 
 const STATUS_FLAGS: FlagSpec[] = [
   BUCKET_FLAG,
@@ -60,6 +39,15 @@ const STATUS_FLAGS: FlagSpec[] = [
   HELP_FLAG,
 ];
 const NODE_FLAGS: FlagSpec[] = [BUCKET_FLAG, HELP_FLAG];
+const DRAIN_FLAGS: FlagSpec[] = [
+  BUCKET_FLAG,
+  {
+    name: "force",
+    kind: "boolean",
+    description: "go on when no live node has the id (for a node about to start)",
+  },
+  HELP_FLAG,
+];
 
 const timing = leaseTiming();
 const fenceAfter = formatDuration(timing.fenceAfterMs);
@@ -99,6 +87,29 @@ export const CLUSTER_FORGET_HELP: string = formatHelp(
   NODE_FLAGS,
 );
 
+/** The help text of `wasmkeep cluster drain`. */
+export const CLUSTER_DRAIN_HELP: string = formatHelp(
+  "wasmkeep cluster drain <node> --bucket URL [--force]",
+  "Asks a node to drain (writes drains/<node>): it claims no actor, hands the actors it holds to\n" +
+    "other live nodes of its app with their WebSockets and alarms, and reports STATE draining,\n" +
+    "then drained once it holds nothing (wasmkeep cluster status); it keeps running and forwarding\n" +
+    "until you stop it. With no node to hand to, it keeps serving and reports stuck.\n" +
+    "Refuses an id no live node has, as cluster status counts it (a request for a mistyped id\n" +
+    "would stay in the bucket). Exits 0 when the request is written, 1 when refused or the bucket\n" +
+    "cannot be written.",
+  DRAIN_FLAGS,
+);
+
+/** The help text of `wasmkeep cluster undrain`. */
+export const CLUSTER_UNDRAIN_HELP: string = formatHelp(
+  "wasmkeep cluster undrain <node> --bucket URL [--force]",
+  "Withdraws a node's drain request (deletes drains/<node>): the node serves and takes actors\n" +
+    "again. A request is withdrawn whether or not a live node has the id; with no request, an id\n" +
+    "no live node has is refused (a typo). Exits 0 when the request is withdrawn or there was none,\n" +
+    "1 when refused or the bucket cannot be written.",
+  DRAIN_FLAGS,
+);
+
 /** The help text of `wasmkeep cluster`. */
 export const CLUSTER_HELP: string = `Usage: wasmkeep cluster <command> --bucket URL
 
@@ -108,6 +119,8 @@ Commands:
   status          the nodes, their leases, the deployed apps, and warnings
   fence <node>    revoke a node's lease (its actors are free ${fenceAfter} after its last write)
   forget <node>   remove a retired node's heartbeat from before node leases
+  drain <node>    ask a node to hand its actors to the others and take none (STATE drained)
+  undrain <node>  withdraw a drain request: the node takes actors again
 
 See wasmkeep cluster <command> --help.`;
 
@@ -115,27 +128,17 @@ const HELP: Record<string, string> = {
   status: CLUSTER_STATUS_HELP,
   fence: CLUSTER_FENCE_HELP,
   forget: CLUSTER_FORGET_HELP,
+  drain: CLUSTER_DRAIN_HELP,
+  undrain: CLUSTER_UNDRAIN_HELP,
 };
 
-function bucketUrl(flags: Record<string, unknown>, command: string): string {
-  const url = flags.bucket as string | undefined;
-  if (url === undefined) {
-    throw new UsageError(
-      `${command} needs --bucket URL (s3://BUCKET[/PREFIX] or file://PATH)`,
-    );
-  }
-  if (!/^(s3|file):\/\/./.test(url)) {
-    throw new UsageError(`--bucket must be s3://BUCKET[/PREFIX] or file://PATH, not '${url}'`);
-  }
-  return url;
-}
-
-/** `AWS_*` variables the bucket cannot be opened with, as serve says it, or a missing folder. */
-function unopened(url: string, error: S3ConfigError | FileBucketMissing): string {
-  return error instanceof FileBucketMissing
-    ? `wasmkeep: --bucket ${url}: ${error.message}`
-    : `wasmkeep: cannot open the bucket ${url}: ${error.message}`;
-}
+const FLAGS: Record<string, FlagSpec[]> = {
+  status: STATUS_FLAGS,
+  fence: NODE_FLAGS,
+  forget: NODE_FLAGS,
+  drain: DRAIN_FLAGS,
+  undrain: DRAIN_FLAGS,
+};
 
 function nodeArgument(positionals: string[], command: string): string {
   if (positionals.length === 0) {
@@ -144,13 +147,7 @@ function nodeArgument(positionals: string[], command: string): string {
   if (positionals.length > 1) {
     throw new UsageError(`${command} takes one node id, got ${positionals.length}`);
   }
-  const node = positionals[0];
-  if (!isNodeId(node)) {
-    throw new UsageError(
-      `${command}: '${node}' is not a node id (lower-case letters, digits and '-', at most 63)`,
-    );
-  }
-  return node;
+  return nodeIdArgument(positionals[0], command);
 }
 
 function freeLine(outcome: FenceOutcome, since: string): string {
@@ -199,21 +196,28 @@ function describeFence(outcome: FenceOutcome): string[] {
   }
 }
 
-/** A cluster's bucket is read, never made: a `file://` folder that is not there is a typo. */
-function openOptions(io: ClusterIo): OpenBucketOptions {
-  return io.env ? { env: io.env, existing: true } : { existing: true };
-}
-
-async function withBucket<T>(
-  url: string,
-  io: ClusterIo,
-  work: (bucket: Bucket) => Promise<T>,
-): Promise<T> {
-  const bucket = openBucket(url, openOptions(io));
-  try {
-    return await work(bucket);
-  } finally {
-    await bucket.close();
+/** What a drain or an undrain did, in one line. */
+function describeDrain(outcome: DrainOutcome, url: string): string {
+  const { nodeId, notLive } = outcome;
+  switch (outcome.action) {
+    case "requested":
+      return notLive !== undefined
+        ? `drain requested for ${nodeId}, which is not live (${notLive}): a process started ` +
+          `with that id drains from its start`
+        : `drain requested for ${nodeId}${
+          outcome.again ? " (it was requested already: written anew)" : ""
+        }${
+          outcome.predatesDraining
+            ? ""
+            : `; wait for STATE drained in wasmkeep cluster status --bucket ${url}`
+        }`;
+    case "withdrawn":
+      return notLive !== undefined
+        ? `drain request withdrawn for ${nodeId}, which is not live (${notLive})`
+        : `drain request withdrawn for ${nodeId}; it takes actors again (STATE serving in ` +
+          `wasmkeep cluster status --bucket ${url})`;
+    case "none":
+      return `no drain request for ${nodeId}: nothing withdrawn`;
   }
 }
 
@@ -248,22 +252,18 @@ export async function clusterCommand(args: string[], io: ClusterIo = consoleIo):
   const [sub, ...rest] = args;
   if (sub === undefined) {
     throw new UsageError(
-      "cluster needs a command: status, fence or forget (see wasmkeep cluster --help)",
+      "cluster needs a command: status, fence, forget, drain or undrain (see wasmkeep cluster --help)",
     );
   }
   if (sub === "--help" || sub === "-h" || sub === "help") {
-    io.stdout(rest[0] && HELP[rest[0]] ? HELP[rest[0]] : CLUSTER_HELP);
+    io.stdout(rest[0] && Object.hasOwn(HELP, rest[0]) ? HELP[rest[0]] : CLUSTER_HELP);
     return 0;
   }
-  if (!(sub in HELP)) {
+  if (!Object.hasOwn(HELP, sub)) {
     throw new UsageError(`unknown command 'cluster ${sub}' (see wasmkeep cluster --help)`);
   }
   const command = `cluster ${sub}`;
-  const { flags, positionals } = parseArgs(
-    rest,
-    sub === "status" ? STATUS_FLAGS : NODE_FLAGS,
-    command,
-  );
+  const { flags, positionals } = parseArgs(rest, FLAGS[sub], command);
   if (flags.help) {
     io.stdout(HELP[sub]);
     return 0;
@@ -279,9 +279,8 @@ export async function clusterCommand(args: string[], io: ClusterIo = consoleIo):
       output = await statusOutput(url, flags.json === true, io, now);
     } catch (error) {
       io.stderr(
-        error instanceof S3ConfigError || error instanceof FileBucketMissing
-          ? unopened(url, error)
-          : `wasmkeep: cannot read bucket ${url}: ${(error as Error).message}`,
+        cannotOpen(url, error) ??
+          `wasmkeep: cannot read bucket ${url}: ${(error as Error).message}`,
       );
       return 1;
     }
@@ -289,8 +288,22 @@ export async function clusterCommand(args: string[], io: ClusterIo = consoleIo):
     return output.live > 0 ? 0 : 1;
   }
   const node = nodeArgument(positionals, command);
+  const force = flags.force === true;
   try {
-    if (sub === "fence") {
+    if (sub === "drain" || sub === "undrain") {
+      const outcome = await withBucket(
+        url,
+        io,
+        (bucket) => (sub === "drain" ? drainNode : undrainNode)(bucket, node, { now, force }),
+      );
+      if (outcome.predatesDraining) {
+        io.stderr(
+          `wasmkeep: warning: node ${node} runs a version that predates draining (its ` +
+            `heartbeat's line 11 is not take): it will not act on the request; stop it instead`,
+        );
+      }
+      io.stdout(describeDrain(outcome, url));
+    } else if (sub === "fence") {
       const outcome = await withBucket(url, io, (bucket) => fenceNode(bucket, node, { now }));
       for (const line of describeFence(outcome)) io.stdout(line);
     } else {
@@ -305,8 +318,8 @@ export async function clusterCommand(args: string[], io: ClusterIo = consoleIo):
   } catch (error) {
     if (error instanceof ClusterToolRefusal) {
       io.stderr(`wasmkeep: ${command} ${node}: ${error.message}`);
-    } else if (error instanceof S3ConfigError || error instanceof FileBucketMissing) {
-      io.stderr(unopened(url, error));
+    } else if (cannotOpen(url, error) !== undefined) {
+      io.stderr(cannotOpen(url, error)!);
     } else {
       io.stderr(`wasmkeep: ${command} ${node}: bucket ${url}: ${(error as Error).message}`);
     }

@@ -7,6 +7,7 @@
 import { UsageError } from "./args.ts";
 import { SERVE_HELP, serveCommand } from "./serve.ts";
 import { CLUSTER_HELP, clusterCommand } from "./cluster.ts";
+import { ACTOR_HELP, actorCommand } from "./actor.ts";
 import { DEPLOY_HELP, deployCommand } from "./deploy.ts";
 import { runExecutor } from "../src/executor/main.ts";
 import { executorNodePid } from "../src/executor/lifeline.ts";
@@ -24,7 +25,8 @@ Usage: wasmkeep <command> [flags]
 Commands:
   serve      run a node (wasmkeep serve --help)
   deploy     deploy an app's actors to the bucket, or roll back (wasmkeep deploy --help)
-  cluster    check a cluster, fence or forget a node (wasmkeep cluster --help)
+  cluster    check a cluster; fence, forget, drain or undrain a node (wasmkeep cluster --help)
+  actor      move one actor to another node (wasmkeep actor --help)
   version    print the version
   help       show this help
 
@@ -36,6 +38,7 @@ const COMMAND_HELP: Record<string, string> = {
   serve: SERVE_HELP,
   deploy: DEPLOY_HELP,
   cluster: CLUSTER_HELP,
+  actor: ACTOR_HELP,
   version: "Usage: wasmkeep version\n\nPrints the WasmKeep version.",
 };
 
@@ -58,7 +61,7 @@ export async function runCli(args: string[], deps: NodeDependencies = {}): Promi
       case "help":
       case "--help":
       case "-h":
-        if (rest[0] && COMMAND_HELP[rest[0]]) {
+        if (rest[0] && Object.hasOwn(COMMAND_HELP, rest[0])) {
           console.log(COMMAND_HELP[rest[0]]);
         } else {
           console.log(MAIN_HELP);
@@ -79,6 +82,8 @@ export async function runCli(args: string[], deps: NodeDependencies = {}): Promi
         return await deployCommand(rest);
       case "cluster":
         return await clusterCommand(rest);
+      case "actor":
+        return await actorCommand(rest);
       case "__executor":
         // A node's executor process, started by the node itself (how a
         // compiled binary runs its executors): not for people.

@@ -15,8 +15,14 @@
  */
 
 import { type Bucket, listAll } from "../bucket/bucket.ts";
-import { APPS_PREFIX, NODES_PREFIX } from "../bucket/keys.ts";
-import { decodeHeartbeat, type Heartbeat, isLive, MalformedHeartbeat } from "./heartbeat.ts";
+import { APPS_PREFIX, DRAINS_PREFIX, nodeKey, NODES_PREFIX } from "../bucket/keys.ts";
+import {
+  decodeHeartbeat,
+  type Heartbeat,
+  isLive,
+  MalformedHeartbeat,
+  type ServingState,
+} from "./heartbeat.ts";
 import { isNodeId } from "../node_id.ts";
 import { type LeaseTiming, leaseTiming } from "./lease_timing.ts";
 
@@ -83,6 +89,8 @@ export interface ClusterStatus {
   nodes: NodeStatus[];
   /** Apps in key order. */
   apps: AppStatus[];
+  /** The nodes asked to drain (an object `drains/<id>`), sorted. */
+  drains: string[];
   summary: StatusSummary;
   /** Each warning, without the `warning: ` prefix. */
   warnings: string[];
@@ -113,6 +121,24 @@ export function formatDuration(ms: number): string {
   if (ms < 3_600_000) return `${Math.floor(ms / 60_000)}m`;
   if (ms < 48 * 3_600_000) return `${Math.floor(ms / 3_600_000)}h`;
   return `${Math.floor(ms / 86_400_000)}d`;
+}
+
+/**
+ * The STATE a heartbeat reports, or undefined for a node that predates
+ * draining: a heartbeat from before node leases, or one whose line 11 is not
+ * `take` (such a node writes `serving` whatever it does, and never drains).
+ *
+ * @example
+ * ```ts
+ * import { reportedState } from "./status.ts";
+ * reportedState({ format: 2, takesMoved: true, state: "drained" }); // "drained"
+ * reportedState({ format: 2, takesMoved: false, state: "serving" }); // undefined
+ * ```
+ */
+export function reportedState(
+  heartbeat: Pick<Heartbeat, "format" | "takesMoved" | "state">,
+): ServingState | undefined {
+  return heartbeat.format === 2 && heartbeat.takesMoved ? heartbeat.state : undefined;
 }
 
 /** Runs `work` over `items`, at most `limit` at once, keeping the order. */
@@ -189,6 +215,77 @@ async function readApp(bucket: Bucket, key: string): Promise<AppStatus | null> {
   return { app: name, key, version, seq: seq as number };
 }
 
+/**
+ * One node's heartbeat judged as {@linkcode readClusterStatus} judges it (live
+ * by the same rule, on this machine's clock), for the commands that refuse an
+ * id no live node has; `null` when there is no heartbeat `nodes/<id>`.
+ *
+ * @example
+ * ```ts
+ * import { readNodeStatus } from "./status.ts";
+ * import { MemoryBucket } from "../bucket/memory.ts";
+ * await readNodeStatus(new MemoryBucket(), "node-b"); // null
+ * ```
+ */
+export async function readNodeStatus(
+  bucket: Bucket,
+  nodeId: string,
+  options: ClusterToolOptions = {},
+): Promise<NodeStatus | null> {
+  const timing = leaseTiming(options.ttlMs);
+  const entry = await readNode(bucket, nodeKey(nodeId));
+  if (entry === null) return null;
+  return judged(entry, (options.now ?? Date.now)(), timing);
+}
+
+/**
+ * Why `node` (as {@linkcode readNodeStatus} read node `nodeId`, `null` for
+ * none) is not live, in a few words; undefined when it is.
+ *
+ * @example
+ * ```ts
+ * import { whyNotLive } from "./status.ts";
+ * whyNotLive(null, "node-b"); // "no heartbeat nodes/node-b"
+ * ```
+ */
+export function whyNotLive(node: NodeStatus | null, nodeId: string): string | undefined {
+  if (node?.live) return undefined;
+  if (node === null) return `no heartbeat ${nodeKey(nodeId)}`;
+  if (!node.heartbeat) return `${node.key} cannot be read: ${node.problem}`;
+  if (node.heartbeat.lease === "fenced") return "its heartbeat is fenced";
+  if (node.heartbeat.lease === "released") return "it stopped (its heartbeat is released)";
+  return `its heartbeat was last written ${formatDuration(node.ageMs!)} ago`;
+}
+
+/** An entry read, with its liveness and age on this machine's clock. */
+function judged(entry: Omit<NodeStatus, "live">, now: number, timing: LeaseTiming): NodeStatus {
+  const heartbeat = entry.heartbeat;
+  if (!heartbeat) return { ...entry, live: false };
+  const ageMs = now - heartbeat.at;
+  return {
+    ...entry,
+    live: isLive(heartbeat, now, timing.ttlMs),
+    ageMs,
+    aheadMs: ageMs < 0 ? -ageMs : undefined,
+    tls: heartbeat.fingerprint && heartbeat.clusterAddress ? "pinned" : "plain",
+  };
+}
+
+/** The node ids of the drain requests listed, sorted; a key that names none is left out. */
+async function readDrains(bucket: Bucket): Promise<string[]> {
+  const drains: string[] = [];
+  for await (const object of listAll(bucket, DRAINS_PREFIX)) {
+    let id: string;
+    try {
+      id = decodeURIComponent(object.key.slice(DRAINS_PREFIX.length));
+    } catch {
+      continue;
+    }
+    if (isNodeId(id)) drains.push(id);
+  }
+  return drains.sort();
+}
+
 const CURRENT_KEY = /^apps\/[^/]+\/[^/]+\/current$/;
 
 /**
@@ -220,24 +317,9 @@ export async function readClusterStatus(
   const read = await mapLimited(nodeKeys, READ_CONCURRENCY, (key) => readNode(bucket, key));
   const apps = (await mapLimited(appKeys, READ_CONCURRENCY, (key) => readApp(bucket, key)))
     .filter((app): app is AppStatus => app !== null);
+  const drains = await readDrains(bucket);
   const now = (options.now ?? Date.now)();
-  const nodes: NodeStatus[] = [];
-  for (const entry of read) {
-    if (entry === null) continue;
-    const heartbeat = entry.heartbeat;
-    if (!heartbeat) {
-      nodes.push({ ...entry, live: false });
-      continue;
-    }
-    const ageMs = now - heartbeat.at;
-    nodes.push({
-      ...entry,
-      live: isLive(heartbeat, now, timing.ttlMs),
-      ageMs,
-      aheadMs: ageMs < 0 ? -ageMs : undefined,
-      tls: heartbeat.fingerprint && heartbeat.clusterAddress ? "pinned" : "plain",
-    });
-  }
+  const nodes = read.filter((entry) => entry !== null).map((entry) => judged(entry, now, timing));
   const live = nodes.filter((node) => node.live);
   const pinned = live.filter((node) => node.tls === "pinned");
   const plain = live.filter((node) => node.tls === "plain");
@@ -255,14 +337,20 @@ export async function readClusterStatus(
     timing,
     nodes,
     apps,
+    drains,
     summary,
-    warnings: statusWarnings(nodes, apps, timing),
+    warnings: statusWarnings(nodes, apps, drains, timing),
   };
 }
 
 const ids = (nodes: NodeStatus[]) => nodes.map((node) => node.id).join(", ");
 
-function statusWarnings(nodes: NodeStatus[], apps: AppStatus[], timing: LeaseTiming): string[] {
+function statusWarnings(
+  nodes: NodeStatus[],
+  apps: AppStatus[],
+  drains: string[],
+  timing: LeaseTiming,
+): string[] {
   const warnings: string[] = [];
   const live = nodes.filter((node) => node.live);
   const within = formatDuration(timing.ttlMs);
@@ -302,12 +390,13 @@ function statusWarnings(nodes: NodeStatus[], apps: AppStatus[], timing: LeaseTim
     );
   }
   for (const node of live) {
-    if (node.heartbeat!.format === 2 && node.heartbeat!.state === "stuck") {
+    if (reportedState(node.heartbeat!) === "stuck") {
       warnings.push(
         `node ${node.id} is draining but stuck: it still holds actors or WebSockets and no other live node of its app takes them; start another node, or undrain one`,
       );
     }
   }
+  warnings.push(...drainWarnings(nodes, drains));
   for (const node of nodes) {
     if (node.aheadMs === undefined || node.aheadMs <= timing.skewMs) continue;
     const ahead = `dated ${formatDuration(node.aheadMs)} ahead of this machine's clock, ` +
@@ -328,6 +417,24 @@ function statusWarnings(nodes: NodeStatus[], apps: AppStatus[], timing: LeaseTim
   }
   for (const app of apps) {
     if (app.problem) warnings.push(`${app.key} cannot be read (${app.problem})`);
+  }
+  return warnings;
+}
+
+/** Drain requests no live node acts on: for a node not live, or one that predates draining. */
+function drainWarnings(nodes: NodeStatus[], drains: string[]): string[] {
+  const warnings: string[] = [];
+  for (const id of drains) {
+    const node = nodes.find((node) => node.id === id);
+    if (!node?.live) {
+      warnings.push(
+        `a drain request is waiting for node ${id}, which is not live: a process started with that id drains from its start; wasmkeep cluster undrain ${id} withdraws it`,
+      );
+    } else if (reportedState(node.heartbeat!) === undefined) {
+      warnings.push(
+        `node ${id} is asked to drain but runs a version that predates draining (its heartbeat's line 11 is not take): it keeps serving and taking actors; stop it instead`,
+      );
+    }
   }
   return warnings;
 }

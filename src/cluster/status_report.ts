@@ -12,7 +12,7 @@
 import type { Bucket } from "../bucket/bucket.ts";
 import { openBucket, type OpenBucketOptions } from "../bucket/open.ts";
 import type { LeaseState, ServingState } from "./heartbeat.ts";
-import { type ClusterStatus, readClusterStatus } from "./status.ts";
+import { type ClusterStatus, readClusterStatus, reportedState } from "./status.ts";
 
 /** A node as {@linkcode ClusterStatusReport} lists it: `null` for what its heartbeat does not say. */
 export interface ClusterStatusReportNode {
@@ -30,7 +30,11 @@ export interface ClusterStatusReportNode {
   ahead_ms?: number;
   /** The lease's last live write, ms since the epoch on the node's clock. */
   at_ms: number | null;
-  /** Whether the node takes actors; `null` in a heartbeat from before node leases. */
+  /**
+   * Whether the node takes actors (serving, draining, drained, stuck);
+   * `null` from a node that predates draining (its heartbeat's line 11 is
+   * not `take`, or it is from before node leases).
+   */
   state: ServingState | null;
   /** The WasmKeep version the node runs. */
   version: string | null;
@@ -74,6 +78,11 @@ export interface ClusterStatusReport {
   nodes: ClusterStatusReportNode[];
   /** Every deployed app, in key order. */
   apps: ClusterStatusReportApp[];
+  /**
+   * The nodes asked to drain (`wasmkeep cluster drain`, an object
+   * `drains/<id>`), sorted; whether each drains is its node's `state`.
+   */
+  drains: string[];
   /** The summary line's counts. */
   summary: {
     /** Live nodes. */
@@ -118,7 +127,7 @@ export function clusterStatusJson(status: ClusterStatus): ClusterStatusReport {
         age_ms: node.ageMs ?? null,
         ...(node.aheadMs !== undefined ? { ahead_ms: node.aheadMs } : {}),
         at_ms: h?.at ?? null,
-        state: h && h.format === 2 ? h.state : null,
+        state: (h && reportedState(h)) ?? null,
         version: h?.version && h.version !== "-" ? h.version : null,
         app: h?.app ?? null,
         address: h?.address || null,
@@ -134,6 +143,7 @@ export function clusterStatusJson(status: ClusterStatus): ClusterStatusReport {
       seq: app.seq ?? null,
       ...(app.problem !== undefined ? { problem: app.problem } : {}),
     })),
+    drains: status.drains,
     summary: {
       live: status.summary.live,
       nodes: status.summary.nodes,

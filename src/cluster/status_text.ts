@@ -1,6 +1,7 @@
 /**
  * A {@linkcode ClusterStatus} as `wasmkeep cluster status` prints it: a
- * header, the node table, the app table, the summary line and the warnings.
+ * header, the node table, the app table, the summary line, the nodes asked
+ * to drain and the warnings.
  *
  * Apart from the reading (`status.ts`) because it is only layout: the same
  * status is also given as JSON (`status_report.ts`), which prints none of it.
@@ -13,6 +14,7 @@ import {
   type ClusterStatus,
   formatDuration,
   type NodeStatus,
+  reportedState,
   type StatusSummary,
 } from "./status.ts";
 
@@ -49,7 +51,8 @@ export function summaryLine(summary: StatusSummary): string {
 
 /**
  * The status as `wasmkeep cluster status` prints it: header, node table, app
- * table (when there are apps), summary and warnings.
+ * table (when there are apps), summary, the nodes asked to drain (when there
+ * are drain requests) and warnings.
  *
  * @example
  * ```ts
@@ -89,7 +92,7 @@ export function formatClusterStatus(status: ClusterStatus): string {
         node.id,
         liveText(node),
         age,
-        h && h.format === 2 ? h.state : "-",
+        (h && reportedState(h)) ?? "-",
         h?.version || "-",
         h?.app ?? "-",
         h?.address || "-",
@@ -107,6 +110,7 @@ export function formatClusterStatus(status: ClusterStatus): string {
     lines.push("", ...table(rows));
   }
   lines.push("", summaryLine(status.summary));
+  if (status.drains.length > 0) lines.push(`drain requested: ${status.drains.join(", ")}`);
   for (const warning of status.warnings) lines.push(`warning: ${warning}`);
   return lines.join("\n");
 }

@@ -34,10 +34,17 @@ const NAME_RULE =
   "[a-z][a-z0-9-]{0,63} (a lower-case letter, then lower-case letters, digits or '-')";
 
 /**
- * Names deployed before the rule (one with `_` or a leading digit) keep
- * being served: they are only refused what a bucket key cannot hold.
+ * The names a served tenant or app may have. Names deployed before the rule
+ * (one with `_` or a leading digit) keep being served: they are only refused
+ * what a bucket key cannot hold.
+ *
+ * @example
+ * ```ts
+ * import { DEPLOYED_APP_NAME } from "./app_name.ts";
+ * DEPLOYED_APP_NAME.test("acme_2"); // true
+ * ```
  */
-const DEPLOYED_APP_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+export const DEPLOYED_APP_NAME = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 
 function nameProblem(what: string, part: string): string {
   return `the ${what} name '${part}' must match ${NAME_RULE}`;

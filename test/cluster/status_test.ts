@@ -278,6 +278,67 @@ Deno.test("status: warnings for different versions, a stuck node, leases dated a
   }
 });
 
+Deno.test("status: STATE from the heartbeat, - for a node that predates draining, the drain requests and their warnings", async () => {
+  const { bucket, url, dir } = await fileBucket();
+  try {
+    await putHeartbeats(
+      bucket,
+      heartbeat("a"),
+      heartbeat("b", { state: "draining" }),
+      heartbeat("c", { state: "drained" }),
+      heartbeat("d", { state: "stuck" }),
+      // Line 11 is not take: a version from before draining, whose "serving" says nothing.
+      heartbeat("e", { takesMoved: false }),
+      heartbeat("f", { at: NOW - 60_000 }),
+    );
+    await bucket.put("nodes/g", legacy("g", NOW - 3000));
+    for (const node of ["b", "e", "f", "typo"]) {
+      await bucket.put(`drains/${node}`, new TextEncoder().encode(`{"version":1}`));
+    }
+    // A key that names no node is not a request for one.
+    await bucket.put("drains/Not_A_Node", new TextEncoder().encode("{}"));
+    const run = await cluster(["status", "--bucket", url]);
+    assert.equal(run.code, 0, run.stderr);
+    const states = Object.fromEntries(
+      run.stdout.split("\n").filter((l) => /^[a-g] /.test(l)).map((l) => {
+        const cells = l.split(/\s{2,}/);
+        return [cells[0], cells[3]];
+      }),
+    );
+    assert.deepEqual(states, {
+      a: "serving",
+      b: "draining",
+      c: "drained",
+      d: "stuck",
+      e: "-",
+      f: "serving",
+      g: "-",
+    });
+    assert.ok(run.stdout.split("\n").includes("drain requested: b, e, f, typo"), run.stdout);
+    assert.deepEqual(warnings(run.stdout), [
+      "warning: live nodes on different WasmKeep versions: 0.2.0 (g), 0.3.0 (a, b, c, d, e); nodes of different versions are not supported together: stop every node, upgrade them all, start them all (Upgrading WasmKeep)",
+      "warning: node d is draining but stuck: it still holds actors or WebSockets and no other live node of its app takes them; start another node, or undrain one",
+      "warning: node e is asked to drain but runs a version that predates draining (its heartbeat's line 11 is not take): it keeps serving and taking actors; stop it instead",
+      "warning: a drain request is waiting for node f, which is not live: a process started with that id drains from its start; wasmkeep cluster undrain f withdraws it",
+      "warning: a drain request is waiting for node typo, which is not live: a process started with that id drains from its start; wasmkeep cluster undrain typo withdraws it",
+    ]);
+
+    const json = JSON.parse((await cluster(["status", "--bucket", url, "--json"])).stdout);
+    assert.deepEqual(
+      Object.fromEntries(json.nodes.map((n: { id: string; state: unknown }) => [n.id, n.state])),
+      { a: "serving", b: "draining", c: "drained", d: "stuck", e: null, f: "serving", g: null },
+    );
+    assert.deepEqual(json.drains, ["b", "e", "f", "typo"]);
+    assert.deepEqual(json.warnings, warnings(run.stdout).map((w) => w.slice("warning: ".length)));
+
+    // No drain request: no line.
+    for (const node of ["b", "e", "f", "typo"]) await bucket.delete(`drains/${node}`);
+    assert.doesNotMatch((await cluster(["status", "--bucket", url])).stdout, /drain requested/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("status --json: bucket, nodes, apps, summary, warnings", async () => {
   const { bucket, url, dir } = await fileBucket();
   try {
@@ -354,6 +415,7 @@ Deno.test("status --json: bucket, nodes, apps, summary, warnings", async () => {
         },
       ],
       apps: [{ app: "acme/shop", version: "9cf4de9152d8dd29", seq: 7 }],
+      drains: [],
       summary: { live: 3, nodes: 4, cluster_listener: 1, plain: 2, versions: ["0.2.0", "0.3.0"] },
       warnings: [
         "mixed plain and TLS nodes: b, d still plain while a use the cluster listener; give every node a cluster listener, then drop --cluster-plaintext accept (ADR 0011)",
@@ -442,7 +504,8 @@ Deno.test("fence: a node with no heartbeat gets a fence dated now, free 15 s lat
     assert.equal(written.lease, "fenced");
     assert.equal(written.fencedBy, "cli");
     const status = await cluster(["status", "--bucket", url]);
-    assert.match(status.stdout, /^ghost +no \(fenced\) +0ms +serving +- +- +- +- +plain$/m);
+    // A fence the CLI wrote is no node's report: STATE is "-".
+    assert.match(status.stdout, /^ghost +no \(fenced\) +0ms +- +- +- +- +- +plain$/m);
 
     // An object that cannot be read is replaced the same way.
     await bucket.put("nodes/junk", new TextEncoder().encode("not a heartbeat"));
@@ -574,7 +637,7 @@ Deno.test("cluster usage errors exit 2 naming the flag; --help exits 0", async (
   const url = "file:///nonexistent-wasmkeep-bucket";
   for (
     const [args, message] of [
-      [["cluster"], /cluster needs a command: status, fence or forget/],
+      [["cluster"], /cluster needs a command: status, fence, forget, drain or undrain/],
       [["cluster", "frob"], /unknown command 'cluster frob'/],
       [["cluster", "status"], /cluster status needs --bucket URL/],
       [["cluster", "status", "--bucket"], /--bucket needs a value/],

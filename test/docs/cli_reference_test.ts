@@ -1,5 +1,6 @@
 /**
- * The README's CLI reference shows `wasmkeep serve --help` as it prints:
+ * The README's CLI reference shows `wasmkeep serve --help` as it prints, and each
+ * cluster and actor command as its `--help` names it:
  * a flag added, renamed or explained anew changes both, or this fails.
  */
 import assert from "node:assert/strict";
@@ -28,4 +29,31 @@ Deno.test("README: the CLI reference's serve block is serve --help, line for lin
   assert.equal(output.code, 0, new TextDecoder().decode(output.stderr));
   const printed = new TextDecoder().decode(output.stdout).trimEnd();
   assert.equal(shown, printed);
+});
+
+Deno.test("README: the CLI reference names every cluster and actor command as its --help's usage line", async () => {
+  const readme = await Deno.readTextFile(new URL("README.md", ROOT));
+  const reference = blockStartingWith(readme, "wasmkeep serve ");
+  assert.ok(reference, "README.md has a CLI reference block starting 'wasmkeep serve'");
+  const documented = reference.split("\n").map((line) => line.replace(/\s+#\s.*$/, "").trim());
+  const commands: [string[], string][] = [
+    ...["status", "fence", "forget", "drain", "undrain"].map((sub): [string[], string] => [
+      ["cluster", sub],
+      `wasmkeep cluster ${sub} `,
+    ]),
+    [["actor", "move"], "wasmkeep actor move "],
+  ];
+  for (const [args, prefix] of commands) {
+    const output = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", "main.ts", ...args, "--help"],
+      cwd: ROOT,
+      env: { NO_COLOR: "1" },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(output.code, 0, new TextDecoder().decode(output.stderr));
+    const usage = new TextDecoder().decode(output.stdout).split("\n")[0].replace(/^Usage: /, "");
+    assert.ok(usage.startsWith(prefix), usage);
+    assert.ok(documented.includes(usage), `the CLI reference lacks '${usage}'`);
+  }
 });
