@@ -1,9 +1,11 @@
 /**
  * The cluster's state from the bucket alone (the spec's "Checking a
- * cluster"): read every heartbeat under `nodes/` and every
- * `apps/<tenant>/<app>/current`, judge liveness on this machine's clock with
- * the default lease timings, and word as warnings what an operator should
- * fix. The CLI only parses and prints.
+ * cluster"): read every heartbeat under `nodes/`, every
+ * `apps/<tenant>/<app>/current` and the drain requests under `drains/`, judge
+ * liveness on this machine's clock with the default lease timings, and word
+ * as warnings what an operator should fix. The CLI only parses and prints.
+ * The commands that refuse an id no live node has judge it here too
+ * ({@linkcode readNodeStatus}).
  *
  * This module reads the bucket into a {@linkcode ClusterStatus}; printing it
  * is in `status_text.ts`, its JSON form (the package's `clusterStatus`) in

@@ -190,6 +190,10 @@ Deno.test("-h is --help, for every command", async () => {
     [["cluster", "status", "-h"], /^Usage: wasmkeep cluster status/],
     [["cluster", "fence", "-h"], /^Usage: wasmkeep cluster fence/],
     [["cluster", "forget", "-h"], /^Usage: wasmkeep cluster forget/],
+    [["cluster", "drain", "-h"], /^Usage: wasmkeep cluster drain/],
+    [["cluster", "undrain", "-h"], /^Usage: wasmkeep cluster undrain/],
+    [["actor", "-h"], /^Usage: wasmkeep actor <command>/],
+    [["actor", "move", "-h"], /^Usage: wasmkeep actor move/],
   ] as const;
   await Promise.all(cases.map(async ([args, usage]) => {
     const { code, stdout, stderr } = await runWasmkeep([...args]);
