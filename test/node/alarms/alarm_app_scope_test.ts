@@ -2,7 +2,8 @@
  * Alarms are handed over only within the app (issue 29): two tenants on
  * one bucket prefix, a node of one stopping cleanly hands its alarms to a
  * node of its own app, never to the other tenant's node, and a node
- * handed another tenant's alarms refuses them and arms none.
+ * handed another tenant's alarms, or alarms from a node of another app,
+ * refuses them and arms none.
  */
 
 import assert from "node:assert/strict";
@@ -84,7 +85,8 @@ Deno.test("alarms: a clean stop hands its alarms only to a node of its own app, 
       }
       assert.equal(await metric(b.url, "wasmkeep_alarms_armed"), 0, b.logs());
       assert.equal(await metric(b.url, "wasmkeep_alarms_fired_total", { by: "owner" }), 0);
-      assert.doesNotMatch(b.logs(), /acme\/testbed/);
+      // Never offered to b: the stopping node chose among its app's nodes.
+      assert.doesNotMatch(b.logs(), /acme\/testbed|refused alarms/);
     } finally {
       await a.kill().catch(() => {});
       await Promise.all([b.stop(), c.stop()]);
@@ -94,7 +96,7 @@ Deno.test("alarms: a clean stop hands its alarms only to a node of its own app, 
   }
 });
 
-Deno.test("alarms: a node refuses alarms handed over of another tenant (409, none armed), and arms its own tenant's", async () => {
+Deno.test("alarms: a node refuses alarms handed over of another tenant or by a node of another app (409, none armed), and arms its own app's", async () => {
   const dir = await scratchDir("wk-alarm-refuse-");
   const bucketUrl = `file://${dir}/bucket`;
   const bucket = new FileBucket(`${dir}/bucket`);
@@ -132,10 +134,21 @@ Deno.test("alarms: a node refuses alarms handed over of another tenant (409, non
         "globex/testbed/y",
       );
       assert.equal(answer.status, 409, answer.body);
+      // Its own tenant's alarm from a node that says it serves another app.
+      const own = [["globex", "testbed", "y", due]];
+      answer = await handOver({ app: "globex/admin", alarms: own }, "globex/testbed/y");
+      assert.deepEqual([answer.status, answer.body], [
+        409,
+        "this node serves globex/shop, not globex/admin: no alarm armed",
+      ]);
       assert.equal(await metric(g.url, "wasmkeep_alarms_armed"), 0);
-      answer = await handOver({ alarms: [["globex", "testbed", "y", due]] }, "globex/testbed/y");
+      assert.match(g.logs(), /refused alarms a peer handed over/);
+      // From its app's node, and from a version that did not name its app.
+      answer = await handOver({ app: "globex/shop", alarms: own }, "globex/testbed/y");
       assert.equal(answer.status, 204, answer.body);
-      assert.equal(await metric(g.url, "wasmkeep_alarms_armed"), 1);
+      answer = await handOver({ alarms: [["globex", "testbed", "z", due]] }, "globex/testbed/z");
+      assert.equal(answer.status, 204, answer.body);
+      assert.equal(await metric(g.url, "wasmkeep_alarms_armed"), 2);
     } finally {
       await g.stop();
     }
