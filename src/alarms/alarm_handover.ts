@@ -2,11 +2,12 @@
  * A clean stop's hand-over of alarms (issue 19, the spec's "each pending
  * alarm moves to the new owner's timer, so it fires on time even after this
  * node stops"): the stopping node sends the alarms armed on its timer to a
- * live peer, signed like a call, in messages of at most
+ * live peer serving its app, signed like a call, in messages of at most
  * {@linkcode MAX_HANDOVER_ALARMS}; the peer arms them, and at each due time
  * fires it as its own (taking the actor, which the stopping node released).
- * A peer that does not take them leaves them to the next one; with none,
- * the sweep fires them, late by the sweep's grace.
+ * Each message names the sender's app, for the peer to refuse another's
+ * (the node decides). A peer that does not take them leaves them to the
+ * next one; with none, the sweep fires them, late by the sweep's grace.
  *
  * @module
  */
@@ -30,45 +31,61 @@ export interface HandedAlarm {
   due: number;
 }
 
+/** One hand-over message. */
+export interface Handover {
+  /**
+   * `tenant/app` the sender serves, null for `--actor` classes; undefined
+   * from a version that did not say (before issue 29).
+   */
+  app?: string | null;
+  alarms: HandedAlarm[];
+}
+
 /**
- * The body of a hand-over message: the alarms of one tenant.
+ * The body of a hand-over message: the sender's app and its alarms.
  *
  * @example
  * ```ts
  * import { decodeHandover, encodeHandover } from "./alarm_handover.ts";
- * const key = { tenant: "default", class: "reminder", name: "ann" };
- * decodeHandover(encodeHandover([{ key, due: 5 }])); // [{ key, due: 5 }]
+ * const key = { tenant: "acme", class: "reminder", name: "ann" };
+ * decodeHandover(encodeHandover({ app: "acme/shop", alarms: [{ key, due: 5 }] }));
  * ```
  */
-export function encodeHandover(alarms: readonly HandedAlarm[]): Uint8Array {
+export function encodeHandover({ app, alarms }: Handover): Uint8Array {
   return new TextEncoder().encode(JSON.stringify({
+    app,
     alarms: alarms.map(({ key, due }) => [key.tenant, key.class, key.name, due]),
   }));
 }
 
-/** The alarms of a hand-over message; throws a `TypeError` naming what is wrong. */
-export function decodeHandover(body: Uint8Array): HandedAlarm[] {
+/** A hand-over message read; throws a `TypeError` naming what is wrong. */
+export function decodeHandover(body: Uint8Array): Handover {
   let value: unknown;
   try {
     value = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body));
   } catch {
     throw new TypeError("the hand-over is not JSON");
   }
-  const alarms = (value as { alarms?: unknown })?.alarms;
+  const { app, alarms } = (value ?? {}) as { app?: unknown; alarms?: unknown };
+  if (app !== undefined && app !== null && (typeof app !== "string" || app === "")) {
+    throw new TypeError("the hand-over's app is tenant/app, or null");
+  }
   if (!Array.isArray(alarms) || alarms.length > MAX_HANDOVER_ALARMS) {
     throw new TypeError(`the hand-over lists at most ${MAX_HANDOVER_ALARMS} alarms`);
   }
-  return alarms.map((alarm) => {
-    if (
-      !Array.isArray(alarm) || alarm.length !== 4 ||
-      !alarm.slice(0, 3).every((part) => typeof part === "string" && part !== "") ||
-      !Number.isSafeInteger(alarm[3]) || alarm[3] < 0
-    ) {
-      throw new TypeError("a handed-over alarm is [tenant, class, name, due]");
-    }
-    const [tenant, className, name, due] = alarm as [string, string, string, number];
-    return { key: { tenant, class: className, name }, due };
-  });
+  return { app, alarms: alarms.map(decodeAlarm) };
+}
+
+function decodeAlarm(alarm: unknown): HandedAlarm {
+  if (
+    !Array.isArray(alarm) || alarm.length !== 4 ||
+    !alarm.slice(0, 3).every((part) => typeof part === "string" && part !== "") ||
+    !Number.isSafeInteger(alarm[3]) || alarm[3] < 0
+  ) {
+    throw new TypeError("a handed-over alarm is [tenant, class, name, due]");
+  }
+  const [tenant, className, name, due] = alarm as [string, string, string, number];
+  return { key: { tenant, class: className, name }, due };
 }
 
 /** A live peer to hand alarms to. */
@@ -80,7 +97,9 @@ export interface HandoverPeer {
 /** What {@linkcode handOverAlarms} needs. */
 export interface HandoverOptions {
   alarms: readonly HandedAlarm[];
-  /** The live peers, in the order to try them. */
+  /** `tenant/app` this node serves, undefined for `--actor` classes. */
+  app: string | undefined;
+  /** The live peers serving the same app, in the order to try them. */
   peers: readonly HandoverPeer[];
   /** Sends one message to a peer: whether it took it. */
   send(peer: HandoverPeer, body: Uint8Array, first: HandedAlarm): Promise<boolean>;
@@ -100,7 +119,7 @@ export async function handOverAlarms(options: HandoverOptions): Promise<number> 
   let taken = 0;
   for (let at = 0; at < alarms.length; at += MAX_HANDOVER_ALARMS) {
     const part = alarms.slice(at, at + MAX_HANDOVER_ALARMS);
-    const body = encodeHandover(part);
+    const body = encodeHandover({ app: options.app ?? null, alarms: part });
     for (const peer of peers) {
       if (options.clock.monotonic() > deadline) break;
       const ok = await options.send(peer, body, part[0]).catch(() => false);

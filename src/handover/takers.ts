@@ -4,13 +4,15 @@
  * app"; a move's target must be "live, serve the same app, not be draining
  * or blocked, and run a version that takes actors (heartbeat line 11,
  * take)"). The same rule names why a node is not one, for the warnings of
- * `wasmkeep actor move` and the log.
+ * `wasmkeep actor move` and the log. A clean stop's alarms keep to the
+ * same app too, on both sides: the peers it tries, and what a peer arms
+ * (two tenants may share a bucket prefix, and their nodes see each other).
  *
  * @module
  */
 
 import type { ActorKey } from "../actor_key.ts";
-import { actorKeyString } from "../actors/key.ts";
+import { actorKeyString, DEFAULT_TENANT } from "../actors/key.ts";
 import type { Heartbeat } from "../cluster/heartbeat.ts";
 
 /** The node handing actors over, as the rule compares others with it. */
@@ -38,17 +40,95 @@ export function whyNotTaker(
   live: boolean,
   from: HandingNode,
 ): string | undefined {
-  if (heartbeat.nodeId === from.nodeId) return "it is this node";
-  if (!live || heartbeat.lease !== "live") return "it is not live";
-  if (heartbeat.app !== from.app) {
-    const tenant = (app: string | undefined) => app?.split("/")[0] ?? "default";
-    return tenant(heartbeat.app) === tenant(from.app)
-      ? `it serves ${heartbeat.app ?? "--actor classes"}, not ${from.app ?? "--actor classes"}`
-      : `it serves another tenant (${tenant(heartbeat.app)})`;
-  }
+  const notSameApp = whyNotSameApp(heartbeat, live, from);
+  if (notSameApp) return notSameApp;
   if (heartbeat.state !== "serving") return `it is ${heartbeat.state}`;
   if (!heartbeat.takesMoved) return "its version does not take moved actors";
   return undefined;
+}
+
+/**
+ * The first half of {@linkcode whyNotTaker}: why the node of `heartbeat` is
+ * not another live node serving the same app as `from`, whatever its
+ * state and version (what a clean stop's alarms need of a peer).
+ *
+ * @example
+ * ```ts
+ * import { whyNotSameApp } from "./takers.ts";
+ * import type { Heartbeat } from "../cluster/heartbeat.ts";
+ * declare const heartbeat: Heartbeat;
+ * whyNotSameApp(heartbeat, true, { nodeId: "a", app: "acme/shop" }); // undefined, or a reason
+ * ```
+ */
+export function whyNotSameApp(
+  heartbeat: Heartbeat,
+  live: boolean,
+  from: HandingNode,
+): string | undefined {
+  if (heartbeat.nodeId === from.nodeId) return "it is this node";
+  if (!live || heartbeat.lease !== "live") return "it is not live";
+  if (heartbeat.app === from.app) return undefined;
+  return tenantOf(heartbeat.app) === tenantOf(from.app)
+    ? `it serves ${served(heartbeat.app)}, not ${served(from.app)}`
+    : `it serves another tenant (${tenantOf(heartbeat.app)})`;
+}
+
+/** The tenant of a node serving `app` (`--actor` classes are the default tenant's). */
+const tenantOf = (app: string | undefined) => app?.split("/")[0] ?? DEFAULT_TENANT;
+
+const served = (app: string | undefined) => app ?? "--actor classes";
+
+/**
+ * The peers a clean stop hands its alarms to, in the order to try them:
+ * the live nodes serving the same app as `from`, those serving first. A
+ * draining, drained or stuck one comes after them, still better than the
+ * sweep's late firing: it sends what it fires to the actor's taker.
+ *
+ * @example
+ * ```ts
+ * import { alarmTakers } from "./takers.ts";
+ * import type { ReadablePeerView } from "../cluster/membership.ts";
+ * declare const live: ReadablePeerView[];
+ * alarmTakers(live, { nodeId: "a", app: "acme/shop" }).map((view) => view.nodeId);
+ * ```
+ */
+export function alarmTakers<T extends { readonly heartbeat: Heartbeat }>(
+  live: readonly T[],
+  from: HandingNode,
+): T[] {
+  const same = live.filter((view) => whyNotSameApp(view.heartbeat, true, from) === undefined);
+  return [
+    ...same.filter((view) => view.heartbeat.state === "serving"),
+    ...same.filter((view) => view.heartbeat.state !== "serving"),
+  ];
+}
+
+/**
+ * Why a node serving `app` (undefined for `--actor` classes) refuses alarms
+ * a peer handed over, arming none, or undefined when it arms them: an
+ * alarm of another tenant than its own, or a sender serving another app
+ * (`sender`: the sender's `tenant/app`, null for `--actor` classes,
+ * undefined when its version did not say).
+ *
+ * @example
+ * ```ts
+ * import { whyRefuseAlarms } from "./takers.ts";
+ * const key = { tenant: "acme", class: "reminder", name: "ann" };
+ * whyRefuseAlarms([key], "acme/shop", "globex/shop");
+ * // "this node serves tenant globex, not acme: no alarm armed"
+ * ```
+ */
+export function whyRefuseAlarms(
+  keys: readonly ActorKey[],
+  sender: string | null | undefined,
+  app: string | undefined,
+): string | undefined {
+  const tenant = tenantOf(app);
+  const foreign = keys.find((key) => key.tenant !== tenant);
+  if (foreign) return `this node serves tenant ${tenant}, not ${foreign.tenant}: no alarm armed`;
+  const from = sender ?? undefined;
+  if (sender === undefined || from === app) return undefined;
+  return `this node serves ${served(app)}, not ${served(from)}: no alarm armed`;
 }
 
 /** A node that may take actors, and where to reach it. */

@@ -10,7 +10,7 @@
 import type { ActorKey } from "../actors/key.ts";
 import type { ActorRequest, EventOutcome } from "../actors/protocol.ts";
 import type { UnreadBody } from "./unread_body.ts";
-import type { HandedAlarm } from "../alarms/alarm_handover.ts";
+import type { Handover } from "../alarms/alarm_handover.ts";
 import type { AccessVerdict } from "../deploy/access_rule.ts";
 
 /**
@@ -103,8 +103,12 @@ export interface PortContext {
    * for a request without one.
    */
   verifyCall?(call: SignedRequest): CallVerdict | undefined;
-  /** Arms alarms a peer handed over at its clean stop (a cluster node's; with `verifyCall`). */
-  armAlarms?(alarms: HandedAlarm[]): void;
+  /**
+   * Arms alarms a peer handed over at its clean stop (a cluster node's;
+   * with `verifyCall`), or arms none and says why (another tenant's, or
+   * from a node of another app).
+   */
+  armAlarms?(handover: Handover): string | undefined;
 }
 
 /** A request as its signature covers it. */

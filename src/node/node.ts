@@ -11,6 +11,7 @@
 
 import { CLOSE } from "../websockets/actor_sockets.ts";
 import { ALARM_HANDOVER_PATH, handOverAlarms } from "../alarms/alarm_handover.ts";
+import { alarmTakers } from "../handover/takers.ts";
 import { actorRef } from "../actors/call_chain.ts";
 import { OWNER_SWEEP_MS, sweepMovedActors } from "../websockets/owner_sweep.ts";
 import { type Clock, type Random, systemClock, systemRandom, type Timer } from "../time/clock.ts";
@@ -570,15 +571,21 @@ export class WasmKeepNode {
     log.info("node stopped", { node: options.nodeId });
   }
 
-  /** A clean stop hands the alarms on its timer to a live peer (alarm_handover.ts). */
+  /**
+   * A clean stop hands the alarms on its timer to a live peer serving its
+   * app (alarm_handover.ts), never to another tenant's node on the prefix.
+   */
   async #handOverAlarms(): Promise<void> {
     const { plane, alarmTimers, clock, log, options } = this.#parts;
-    const peers = plane!.membership.liveNodes().flatMap((view) => {
+    const app = options.app && appNameString(options.app);
+    const takers = alarmTakers(plane!.membership.liveNodes(), { nodeId: options.nodeId, app });
+    const peers = takers.flatMap((view) => {
       const address = plane!.peers.addressOf(view.heartbeat);
-      return view.nodeId !== options.nodeId && address ? [{ node: view.nodeId, address }] : [];
+      return address ? [{ node: view.nodeId, address }] : [];
     });
     await handOverAlarms({
       alarms: alarmTimers.list(),
+      app,
       peers,
       send: async (peer, body, first) =>
         await plane!.peers.postSigned(

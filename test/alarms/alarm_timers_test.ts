@@ -100,11 +100,21 @@ Deno.test("alarm index: an overdue listing stops at the first entry not due, and
   assert.equal(first.done, true);
 });
 
-Deno.test("alarm hand-over: a message reads back, and a malformed one is refused", () => {
+Deno.test("alarm hand-over: a message reads back with its sender's app, and a malformed one is refused", () => {
   const alarms = [{ key: key("a/b"), due: 5 }, { key: key("c"), due: 1_700_000_000_000 }];
-  assert.deepEqual(decodeHandover(encodeHandover(alarms)), alarms);
-  const bad = (text: string) => () => decodeHandover(new TextEncoder().encode(text));
+  for (const app of ["acme/shop", null]) {
+    assert.deepEqual(decodeHandover(encodeHandover({ app, alarms })), { app, alarms });
+  }
+  // From a version that did not name its app.
+  const text = (value: string) => new TextEncoder().encode(value);
+  assert.deepEqual(decodeHandover(text('{"alarms":[["default","c","n",1]]}')), {
+    app: undefined,
+    alarms: [{ key: key("n"), due: 1 }],
+  });
+  const bad = (value: string) => () => decodeHandover(text(value));
   assert.throws(bad("nope"), /not JSON/);
+  assert.throws(bad('{"app":"","alarms":[]}'), /app is tenant\/app, or null/);
+  assert.throws(bad('{"app":7,"alarms":[]}'), /app is tenant\/app, or null/);
   assert.throws(bad('{"alarms":[["default","c","",1]]}'), /tenant, class, name, due/);
   assert.throws(bad('{"alarms":[["default","c","n",-1]]}'), /tenant, class, name, due/);
   assert.throws(bad("{}"), /at most/);

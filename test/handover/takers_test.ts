@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { pickTaker, whyNotTaker } from "../../src/handover/takers.ts";
+import {
+  alarmTakers,
+  pickTaker,
+  whyNotSameApp,
+  whyNotTaker,
+  whyRefuseAlarms,
+} from "../../src/handover/takers.ts";
 import type { Heartbeat } from "../../src/cluster/heartbeat.ts";
 
 const beat = (overrides: Partial<Heartbeat>): Heartbeat => ({
@@ -57,5 +63,61 @@ Deno.test("takers: each actor goes to one node, spread over them, and a skipped 
   assert.equal(
     pickTaker(takers, { tenant: "t", class: "c", name: "x" }, new Set(["b", "c", "d"])),
     undefined,
+  );
+});
+
+Deno.test("takers: a clean stop's alarms go to live nodes of the same app, serving ones first, whatever their version", () => {
+  assert.equal(
+    whyNotSameApp(beat({ state: "draining", takesMoved: false }), true, from),
+    undefined,
+  );
+  assert.equal(whyNotSameApp(beat({ nodeId: "a" }), true, from), "it is this node");
+  assert.equal(whyNotSameApp(beat({ lease: "fenced" }), true, from), "it is not live");
+  assert.equal(
+    whyNotSameApp(beat({ app: "globex/shop" }), true, from),
+    "it serves another tenant (globex)",
+  );
+  // --actor classes are the default tenant's, not an app of it.
+  assert.equal(
+    whyNotSameApp(beat({ app: undefined }), true, { nodeId: "a", app: "default/shop" }),
+    "it serves --actor classes, not default/shop",
+  );
+  const live = [
+    beat({ nodeId: "a" }),
+    beat({ nodeId: "b", state: "draining" }),
+    beat({ nodeId: "c", app: "globex/shop" }),
+    beat({ nodeId: "d", takesMoved: false }),
+    beat({ nodeId: "e", app: undefined }),
+    beat({ nodeId: "f", state: "stuck" }),
+  ].map((heartbeat) => ({ nodeId: heartbeat.nodeId, heartbeat }));
+  assert.deepEqual(alarmTakers(live, from).map((view) => view.nodeId), ["d", "b", "f"]);
+  assert.deepEqual(alarmTakers(live, { nodeId: "x", app: undefined }).map((v) => v.nodeId), [
+    "e",
+  ]);
+});
+
+Deno.test("takers: a node refuses handed alarms of another tenant, or from a node of another app", () => {
+  const own = "acme/shop";
+  const key = (tenant: string) => ({ tenant, class: "reminder", name: "ann" });
+  assert.equal(whyRefuseAlarms([key("acme")], "acme/shop", own), undefined);
+  // A sender that did not name its app: the alarms' tenant decides.
+  assert.equal(whyRefuseAlarms([key("acme")], undefined, own), undefined);
+  assert.equal(
+    whyRefuseAlarms([key("acme"), key("globex")], "acme/shop", own),
+    "this node serves tenant acme, not globex: no alarm armed",
+  );
+  assert.equal(
+    whyRefuseAlarms([key("globex")], undefined, own),
+    "this node serves tenant acme, not globex: no alarm armed",
+  );
+  assert.equal(
+    whyRefuseAlarms([key("acme")], "acme/admin", own),
+    "this node serves acme/shop, not acme/admin: no alarm armed",
+  );
+  const actors = undefined;
+  assert.equal(whyRefuseAlarms([key("default")], null, actors), undefined);
+  assert.equal(
+    whyRefuseAlarms([key("default")], "default/shop", actors),
+    "this node serves --actor classes, not default/shop: no alarm armed",
   );
 });

@@ -1,6 +1,7 @@
 /**
  * A peer's hand-over of alarms at its clean stop (src/alarms/alarm_handover.ts):
- * believed only signed by a node of the cluster, then armed here.
+ * believed only signed by a node of the cluster, then armed here, or
+ * refused with 409 when the node will not arm them (another tenant's).
  *
  * @module
  */
@@ -31,13 +32,14 @@ async function takeHandover(
   });
   if (!verdict) return textResponse(403, "alarms are handed over only by a node of the cluster");
   if (!verdict.ok) return textResponse(verdict.status, verdict.reason);
-  let alarms;
+  let handover;
   try {
-    alarms = decodeHandover(body);
+    handover = decodeHandover(body);
   } catch (error) {
     return textResponse(400, (error as Error).message);
   }
-  context.armAlarms!(alarms);
+  const refused = context.armAlarms!(handover);
+  if (refused !== undefined) return textResponse(409, refused);
   return new Response(null, { status: 204 });
 }
 

@@ -8,7 +8,9 @@
 
 import type { ActorKey } from "../../actors/key.ts";
 import type { ActorRequest } from "../../actors/protocol.ts";
-import type { HandedAlarm } from "../../alarms/alarm_handover.ts";
+import type { Handover } from "../../alarms/alarm_handover.ts";
+import { appNameString } from "../../deploy/app_name.ts";
+import { whyRefuseAlarms } from "../../handover/takers.ts";
 import { createPortHandler } from "../../http/client_handler.ts";
 import type { PortContext } from "../../http/port_context.ts";
 import { CLIENT_ROUTES, CLUSTER_ROUTES } from "../../http/routes/tables.ts";
@@ -52,6 +54,7 @@ export interface ListenersNeeds {
 /** What both ports share: the node's classes, readiness, places and events. */
 function sharedContext(
   { options, catalog }: NodeInput,
+  { log }: NodeSeams,
   { store, bounds, cluster, deploys, routing, alarms, tenant }: ListenersNeeds,
 ): PortContext {
   const { readiness, existing } = deploys;
@@ -84,10 +87,19 @@ function sharedContext(
     access: (className: string, name: string) => catalog.access(className, name),
     missing: (className: string) => catalog.missing(className),
     exists: (key: ActorKey) => existing.exists(key),
-    // A peer's clean stop hands its alarms to this node's timer.
+    // A peer's clean stop hands its alarms to this node's timer: those of
+    // its own app only, since two tenants' nodes may share a prefix.
     armAlarms: cluster.plane
-      ? (handed: HandedAlarm[]) => {
-        for (const { key, due } of handed) alarms.alarmTimers.arm(key, due, "owner");
+      ? (handover: Handover) => {
+        const app = options.app && appNameString(options.app);
+        const keys = handover.alarms.map(({ key }) => key);
+        const refused = whyRefuseAlarms(keys, handover.app, app);
+        if (refused !== undefined) {
+          log.warn("refused alarms a peer handed over", { reason: refused });
+          return refused;
+        }
+        for (const { key, due } of handover.alarms) alarms.alarmTimers.arm(key, due, "owner");
+        return undefined;
       }
       : undefined,
   };
@@ -116,7 +128,7 @@ export function listenersPart(
   needs: ListenersNeeds,
 ): ListenersPart {
   const { calls, store, actors, sockets } = needs;
-  const shared = sharedContext(input, needs);
+  const shared = sharedContext(input, seams, needs);
   const verifyCall: PortContext["verifyCall"] = (request) => calls.verify(request);
   const handler = createPortHandler(CLIENT_ROUTES, {
     ...shared,
